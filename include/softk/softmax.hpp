@@ -1,0 +1,52 @@
+// softk — softmax over the last dimension of [B, T, V] logits, on the GPU.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "softk/types.hpp"
+
+namespace softk {
+
+/// How a softmax row is computed. `automatic` lets the dispatcher choose from measured
+/// crossovers (bench/RESULTS.md); the others force one algorithm, for tests and benchmarks.
+///  - register_resident: one read of the row, cached in registers (V up to ~32K).
+///  - shared_memory:     one read, cached in registers + dynamic shared memory (V up to ~100K).
+///  - two_pass:          any V; the second read of a row mostly hits L2.
+///  - split_k:           a row is cut into chunks across CTAs; for few rows and huge V.
+/// A forced algorithm that cannot hold the row (register_resident or shared_memory past their
+/// capacity) throws softk::Error naming the algorithm and V.
+enum class SoftmaxAlgorithm : int32_t { automatic, register_resident, shared_memory, two_pass, split_k };
+
+const char* to_string(SoftmaxAlgorithm algorithm);
+
+struct SoftmaxOptions {
+  /// softmax(x / temperature); must be finite and > 0.
+  float temperature = 1.0f;
+  /// Output element type: f32, or the input's dtype. Anything else throws.
+  DType out_dtype = DType::f32;
+  SoftmaxAlgorithm algorithm = SoftmaxAlgorithm::automatic;
+  /// Optional device array of rows() int32 RowStatus values; nullptr to skip.
+  int32_t* row_status = nullptr;
+};
+
+/// Bytes of workspace softmax() needs for this shape and options. Depends only on the
+/// arguments (never on the device), so a decode loop can size it once for its largest shape.
+std::size_t softmax_workspace_size(const LogitsView& logits, const SoftmaxOptions& options = {});
+
+/// out[r, v] = softmax(logits[r, :] / T)[v], written dense as [rows, V] in options.out_dtype.
+///
+/// Non-finite logits: -inf is a masked token (probability 0). If a row holds +inf, its +inf
+/// entries share the mass equally (the limit of softmax) and all others get 0. A row that is all
+/// -inf or holds NaN is reported through options.row_status (see RowStatus).
+///
+/// Stream-ordered: no allocation, no host synchronisation, capturable in a CUDA graph.
+/// Deterministic: the same inputs and algorithm give bitwise the same output, and a forced
+/// algorithm gives a row the same bits whatever batch it sits in. `automatic` may choose a
+/// different algorithm for a different row count; the results then agree to rounding (~1e-6 rel).
+/// `workspace` may be null only when softmax_workspace_size() returns 0. `out` must not alias
+/// the logits. Throws softk::Error on bad arguments, before anything is launched; throws
+/// softk::CudaError if a launch fails.
+void softmax(const LogitsView& logits, void* out, const SoftmaxOptions& options, void* workspace,
+             std::size_t workspace_bytes, cudaStream_t stream);
+
+}  // namespace softk

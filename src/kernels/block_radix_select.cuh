@@ -1,0 +1,76 @@
+// Block-wide radix select over unique 64-bit keys, most significant byte first: finds the
+// threshold t such that exactly K of the visited keys are >= t. The keys are never stored: each
+// of the (at most 8) passes re-visits them through `for_each_key`, which can read registers
+// (the fused kernel's buffers) or stream a row from memory (the exact paths).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/topk_key.cuh"
+
+namespace softk::kernels {
+
+struct RadixSelectStorage {
+  unsigned histogram[256];
+  TopkKey prefix;
+  unsigned remaining;  ///< keys still to take from the chosen bin
+  unsigned bin_count;  ///< keys in the chosen bin
+};
+
+/// Every thread of the block calls this with the same k; every thread gets the same threshold.
+/// `for_each_key(visit)` must visit, across the block, the same set of unique keys on every call,
+/// at least k of them.
+template <int kThreads, typename ForEachKey>
+__device__ TopkKey block_radix_select(unsigned k, ForEachKey&& for_each_key, RadixSelectStorage& storage) {
+  TopkKey prefix = 0;
+  TopkKey decided = 0;  // mask of the bits fixed so far
+  unsigned remaining = k;
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    for (int b = threadIdx.x; b < 256; b += kThreads) storage.histogram[b] = 0;
+    __syncthreads();
+    for_each_key([&](TopkKey key) {
+      if ((key & decided) == prefix) atomicAdd(&storage.histogram[(key >> shift) & 0xFF], 1u);
+    });
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      // Lane l owns bins 255-8l .. 248-8l, so a scan over lanes walks the bins from the top.
+      const int lane = static_cast<int>(threadIdx.x);
+      unsigned counts[8];
+      unsigned lane_total = 0;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        counts[i] = storage.histogram[255 - 8 * lane - i];
+        lane_total += counts[i];
+      }
+      unsigned inclusive = lane_total;
+#pragma unroll
+      for (int offset = 1; offset < 32; offset *= 2) {
+        const unsigned below = __shfl_up_sync(0xffffffffu, inclusive, offset);
+        if (lane >= offset) inclusive += below;
+      }
+      unsigned above = inclusive - lane_total;
+      if (above < remaining && remaining <= inclusive) {  // exactly one lane
+        bool found = false;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          if (!found && above + counts[i] >= remaining) {
+            found = true;
+            storage.prefix = prefix | (TopkKey(255 - 8 * lane - i) << shift);
+            storage.remaining = remaining - above;
+            storage.bin_count = counts[i];
+          }
+          above += found ? 0 : counts[i];
+        }
+      }
+    }
+    __syncthreads();
+    prefix = storage.prefix;
+    remaining = storage.remaining;
+    decided |= TopkKey{0xFF} << shift;
+    // Taking the whole bin: the keys >= prefix (lower bits zero) are exactly the k wanted.
+    if (remaining == storage.bin_count) break;
+  }
+  return prefix;
+}
+
+}  // namespace softk::kernels

@@ -1,0 +1,133 @@
+// The one idea of softk: the mergeable softmax state (m, d) = (running max, sum of exp(x - m)),
+// under (m_a, d_a) (+) (m_b, d_b) = (M, d_a e^(m_a - M) + d_b e^(m_b - M)), M = max(m_a, m_b).
+// Written once here and used at thread, warp, block and grid level by every algorithm.
+//
+// Temperature folds into the exponent: d = sum 2^((x - m) * k) with k = log2(e) / T, while m
+// stays in raw logit units, so ranking (top-k) is done on raw logits and never disturbed by the
+// rounding of x / T.
+//
+// Non-finite values, per the contract:
+//  - the empty state is (-inf, 0); merging two empty states stays (-inf, 0), never NaN;
+//  - -inf logits contribute 0;
+//  - if the max is +inf, the +inf logits count 1 each and everything else 0 (they share the mass);
+//  - a NaN logit makes d NaN, and NaN propagates through every later merge: that is how a
+//    NaN row is detected (fmaxf drops NaN, so m stays meaningful).
+#pragma once
+
+#include <cuda_runtime.h>
+#include <math_constants.h>
+
+#include "softk/types.hpp"
+
+namespace softk::kernels {
+
+struct SoftmaxState {
+  float max;
+  float sum;
+};
+
+__device__ __forceinline__ SoftmaxState empty_state() { return {-CUDART_INF_F, 0.0f}; }
+
+/// 2^((from - to) * k) for from <= to; 1 when they are equal, including -inf/-inf and
+/// +inf/+inf, where the plain formula would give NaN.
+__device__ __forceinline__ float rescale(float from, float to, float k) {
+  return from == to ? 1.0f : exp2f((from - to) * k);
+}
+
+__device__ __forceinline__ SoftmaxState merge(SoftmaxState a, SoftmaxState b, float k) {
+  const float m = fmaxf(a.max, b.max);
+  // Commutative bit for bit (same products, one commutative add), so xor-shuffle reductions
+  // leave every lane with the identical state.
+  return {m, a.sum * rescale(a.max, m, k) + b.sum * rescale(b.max, m, k)};
+}
+
+/// The weight 2^((x - m) * k) of one logit against a state whose max is m (x <= m or NaN).
+/// Only called with a finite m on the hot path; `weight_nonfinite_max` covers m = +-inf.
+__device__ __forceinline__ float weight(float x, float m, float k) { return exp2f((x - m) * k); }
+
+__device__ __forceinline__ float weight_nonfinite_max(float x, float m) {
+  if (x != x) return x;  // NaN propagates into d
+  return (x == m && m > 0.0f) ? 1.0f : 0.0f;
+}
+
+/// Folds W logits into the state with one rescale per vector, not per element.
+template <int W>
+__device__ __forceinline__ void accumulate(SoftmaxState& state, const float (&x)[W], float k) {
+  float vector_max = x[0];
+#pragma unroll
+  for (int i = 1; i < W; ++i) vector_max = fmaxf(vector_max, x[i]);
+  const float m = fmaxf(state.max, vector_max);
+  float sum = state.sum * rescale(state.max, m, k);
+  if (isfinite(m)) {
+#pragma unroll
+    for (int i = 0; i < W; ++i) sum += weight(x[i], m, k);
+  } else {
+#pragma unroll
+    for (int i = 0; i < W; ++i) sum += weight_nonfinite_max(x[i], m);
+  }
+  state = {m, sum};
+}
+
+/// Butterfly over the 32 lanes of a full warp: every lane ends with the merged state.
+__device__ __forceinline__ SoftmaxState warp_reduce(SoftmaxState state, float k) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const SoftmaxState other{__shfl_xor_sync(0xffffffffu, state.max, offset),
+                             __shfl_xor_sync(0xffffffffu, state.sum, offset)};
+    state = merge(state, other, k);
+  }
+  return state;
+}
+
+/// Block-wide reduction; every thread gets the same merged state. `scratch` holds one state
+/// per warp. The leading barrier makes it safe to call twice in a row with the same scratch.
+template <int kWarps>
+__device__ __forceinline__ SoftmaxState block_reduce(SoftmaxState state, float k, SoftmaxState* scratch) {
+  state = warp_reduce(state, k);
+  if constexpr (kWarps == 1) return state;
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = state;
+  __syncthreads();
+  // Every thread merges the per-warp states in the same fixed order: deterministic, and no
+  // broadcast round trip through shared memory.
+  SoftmaxState total = scratch[0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) total = merge(total, scratch[w], k);
+  return total;
+}
+
+/// The row's outcome, from its final state.
+__device__ __forceinline__ RowStatus status_of(const SoftmaxState& state) {
+  if (state.sum != state.sum) return RowStatus::has_nan;
+  if (state.max == -CUDART_INF_F) return RowStatus::all_masked;
+  return RowStatus::ok;
+}
+
+/// Turns a row's final state into the multiplier form used when writing probabilities:
+/// p(x) = probability(x). Non-ok rows give NaN (has_nan) or 0 (all_masked) everywhere.
+struct Normalizer {
+  float max;
+  float k;
+  float inv_sum;
+  float log_sum;
+  RowStatus status;
+
+  __device__ __forceinline__ Normalizer(const SoftmaxState& state, float k_)
+      : max(state.max), k(k_), inv_sum(1.0f / state.sum), log_sum(logf(state.sum)), status(status_of(state)) {}
+
+  __device__ __forceinline__ float probability(float x) const {
+    if (status == RowStatus::has_nan) return CUDART_NAN_F;
+    if (status == RowStatus::all_masked) return 0.0f;
+    if (isinf(max)) return (x == max) ? inv_sum : 0.0f;
+    return weight(x, max, k) * inv_sum;
+  }
+  /// log p(x) = (x - m)/T - log d, computed without forming p (no underflow to -inf).
+  __device__ __forceinline__ float log_probability(float x) const {
+    if (status == RowStatus::has_nan) return CUDART_NAN_F;
+    if (status == RowStatus::all_masked) return -CUDART_INF_F;
+    if (isinf(max)) return (x == max) ? -log_sum : -CUDART_INF_F;
+    return (x - max) * k * CUDART_LN2_F - log_sum;
+  }
+};
+
+}  // namespace softk::kernels

@@ -1,0 +1,39 @@
+// The two streaming passes every non-resident softmax is made of: reduce a segment of a row to
+// its (m, d) state, and write a segment's probabilities once the row's state is known.
+#pragma once
+
+#include <type_traits>
+
+#include "kernels/online_softmax.cuh"
+#include "kernels/row_segment.cuh"
+
+namespace softk::kernels {
+
+/// Unroll of the streaming loops: 4 x 16-byte loads in flight per thread.
+constexpr int kStreamUnroll = 4;
+
+/// Pass 1: the (m, d) state of `segment`, reduced over the whole block.
+template <int kThreads, typename T>
+__device__ __forceinline__ SoftmaxState segment_state(const RowSegment<T>& segment, float k, SoftmaxState* scratch) {
+  SoftmaxState state = empty_state();
+  for_each_element<kStreamUnroll>(segment, threadIdx.x, kThreads,
+                                  [&](const auto& x, int64_t) { accumulate(state, x, k); });
+  return block_reduce<kThreads / 32>(state, k, scratch);
+}
+
+/// Pass 2: out[i] = p(segment[i]) for the whole segment, `out` pointing at the output of
+/// segment element 0. Vector stores where the output lines up with the input vectors.
+template <int kThreads, typename T, typename OutT>
+__device__ __forceinline__ void write_probabilities(const RowSegment<T>& segment, const Normalizer& normalizer,
+                                                    OutT* out) {
+  const bool aligned = reinterpret_cast<uintptr_t>(out + segment.head) % 16 == 0;
+  for_each_element<kStreamUnroll>(segment, threadIdx.x, kThreads, [&](const auto& x, int64_t offset) {
+    constexpr int W = std::extent_v<std::remove_reference_t<decltype(x)>>;
+    float p[W];
+#pragma unroll
+    for (int i = 0; i < W; ++i) p[i] = normalizer.probability(x[i]);
+    store_outputs<OutT, W>(out + offset, p, W == 1 || aligned);
+  });
+}
+
+}  // namespace softk::kernels

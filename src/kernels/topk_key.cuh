@@ -1,0 +1,33 @@
+// Top-k ranks by one unsigned 64-bit key per token: the logit mapped to an order-preserving
+// 32-bit pattern in the high word, the bit-inverted index in the low word. So a larger key is
+// a larger logit, and among equal logits the smaller index: the contract's total order is
+// plain integer comparison, and every key of a row is unique.
+#pragma once
+
+#include <cstdint>
+
+namespace softk::kernels {
+
+using TopkKey = unsigned long long;
+
+/// Below every real key (the smallest, -inf, has high word 0x007FFFFF), so unused buffer slots
+/// never compete. A NaN's key can sort anywhere, but NaN rows never reach selection.
+constexpr TopkKey kEmptyKey = 0;
+
+__device__ __forceinline__ TopkKey make_key(float x, int64_t index) {
+  // x + 0 turns -0 into +0 so that the two zeros tie, as they compare equal.
+  const uint32_t bits = __float_as_uint(x + 0.0f);
+  const uint32_t ordered = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+  return (TopkKey{ordered} << 32) | TopkKey{0xFFFFFFFFu - static_cast<uint32_t>(index)};
+}
+
+__device__ __forceinline__ float key_value(TopkKey key) {
+  const auto ordered = static_cast<uint32_t>(key >> 32);
+  return __uint_as_float((ordered & 0x80000000u) ? (ordered & 0x7FFFFFFFu) : ~ordered);
+}
+
+__device__ __forceinline__ int32_t key_index(TopkKey key) {
+  return static_cast<int32_t>(0xFFFFFFFFu - static_cast<uint32_t>(key));
+}
+
+}  // namespace softk::kernels

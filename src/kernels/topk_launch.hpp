@@ -1,0 +1,35 @@
+// Host-side entry points of the top-k kernels. Plain C++: src/topk.cpp resolves the arguments
+// and calls one of these.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "device_info.hpp"
+#include "softk/types.hpp"
+
+namespace softk::kernels {
+
+struct TopkProblem {
+  const void* logits;
+  DType dtype;
+  int64_t rows;
+  int64_t vocab;
+  int64_t row_stride;  ///< elements
+  int32_t k;
+  float k_exp;         ///< log2(e) / temperature
+  bool log_probs;
+  float* probs;        ///< dense [rows, k]
+  int32_t* indices;    ///< dense [rows, k]
+  int32_t* row_status; ///< nullable
+};
+
+/// Fused block-per-row top-k, k <= kMaxFastTopK. No workspace.
+void launch_topk_fused(const TopkProblem& problem, cudaStream_t stream);
+
+/// Any k: radix select + gather into the workspace, CUB segmented sort, decode.
+std::size_t topk_radix_workspace_size(int64_t rows, int32_t k);
+void launch_topk_radix(const TopkProblem& problem, void* workspace, cudaStream_t stream);
+
+}  // namespace softk::kernels

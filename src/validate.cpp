@@ -1,0 +1,61 @@
+#include "validate.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+
+namespace softk::detail {
+
+namespace {
+std::string str(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+std::string str(int64_t v) { return std::to_string(v); }
+}  // namespace
+
+void require(bool ok, const std::string& what, const std::string& value) {
+  if (!ok) throw Error("softk: " + what + " (got " + value + ")");
+}
+
+void validate_logits(const LogitsView& logits) {
+  require(logits.data != nullptr, "logits.data must not be null", "nullptr");
+  const auto d = static_cast<int32_t>(logits.dtype);
+  require(d >= 0 && d <= 2, "logits.dtype must be f32, f16 or bf16", std::to_string(d));
+  require(logits.batch >= 1, "logits.batch must be >= 1", str(logits.batch));
+  require(logits.steps >= 1, "logits.steps must be >= 1", str(logits.steps));
+  require(logits.vocab >= 1, "logits.vocab must be >= 1", str(logits.vocab));
+  require(logits.vocab < (int64_t{1} << 31), "logits.vocab must be < 2^31", str(logits.vocab));
+  require(logits.row_stride == 0 || logits.row_stride >= logits.vocab,
+          "logits.row_stride must be 0 (dense) or >= vocab (" + str(logits.vocab) + ")", str(logits.row_stride));
+  require(logits.batch <= INT32_MAX / logits.steps, "logits.batch * logits.steps must be < 2^31", 
+          str(logits.batch) + " * " + str(logits.steps));
+}
+
+void validate_temperature(float temperature) {
+  require(std::isfinite(temperature) && temperature > 0.0f, "temperature must be finite and > 0", str(temperature));
+}
+
+void validate_k(const LogitsView& logits, int32_t k) {
+  require(k >= 1 && k <= logits.vocab, "k must be in [1, vocab=" + str(logits.vocab) + "]", str(int64_t{k}));
+}
+
+void validate_out_dtype(const LogitsView& logits, DType out_dtype) {
+  const auto value = static_cast<int32_t>(out_dtype);
+  const bool known = value >= 0 && value <= 2;
+  require(out_dtype == DType::f32 || out_dtype == logits.dtype,
+          std::string("out_dtype must be f32 or the input dtype (") + to_string(logits.dtype) + ")",
+          known ? std::string(to_string(out_dtype)) : std::to_string(value));
+}
+
+void validate_not_null(const void* pointer, const char* name) {
+  require(pointer != nullptr, std::string(name) + " must not be null", "nullptr");
+}
+
+void validate_workspace(const void* workspace, std::size_t bytes, std::size_t needed) {
+  require(bytes >= needed, "workspace_bytes must be >= " + std::to_string(needed), std::to_string(bytes));
+  require(needed == 0 || workspace != nullptr, "workspace must not be null", "nullptr");
+}
+
+}  // namespace softk::detail

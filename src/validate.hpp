@@ -1,0 +1,22 @@
+// Argument checks shared by the GPU ops, the CPU backend and the reference: every op rejects
+// the same bad input with the same message, before anything is launched or written.
+#pragma once
+
+#include <string>
+
+#include "softk/softmax.hpp"
+#include "softk/topk.hpp"
+
+namespace softk::detail {
+
+/// Throws softk::Error("softk: <what> (got <value>)") when `ok` is false.
+void require(bool ok, const std::string& what, const std::string& value);
+
+void validate_logits(const LogitsView& logits);
+void validate_temperature(float temperature);
+void validate_k(const LogitsView& logits, int32_t k);
+void validate_out_dtype(const LogitsView& logits, DType out_dtype);
+void validate_not_null(const void* pointer, const char* name);
+void validate_workspace(const void* workspace, std::size_t bytes, std::size_t needed);
+
+}  // namespace softk::detail

@@ -1,0 +1,246 @@
+// Argument validation of the GPU ops (softk::softmax / topk) and of the CUB reference, run in
+// the CPU test binary on purpose: DESIGN.md says bad arguments throw softk::Error *before
+// anything is launched*, so these must pass on a machine with no GPU and no driver. Any CUDA
+// call made before validation fails there (softk::CudaError, reported as such by the helper);
+// on a GPU machine the fake pointers would fault instead.
+//
+// Only calls whose validation must fail are made here; valid calls belong to tests/gpu.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/bad_arguments.hpp"
+#include "softk/reference.hpp"
+#include "softk/softmax.hpp"
+#include "softk/topk.hpp"
+
+namespace {
+
+using namespace softk_test;
+using softk::DType;
+
+// Plenty of (fake) workspace, so only the argument under test is wrong.
+constexpr std::size_t kBigWorkspace = std::size_t{1} << 40;
+
+float* fake_probs() { return static_cast<float*>(fake_pointer(2)); }
+int32_t* fake_indices() { return static_cast<int32_t*>(fake_pointer(3)); }
+void* fake_workspace() { return fake_pointer(4); }
+
+const softk::SoftmaxAlgorithm kSoftmaxAlgorithms[] = {
+    softk::SoftmaxAlgorithm::automatic, softk::SoftmaxAlgorithm::register_resident, softk::SoftmaxAlgorithm::shared_memory,
+    softk::SoftmaxAlgorithm::two_pass, softk::SoftmaxAlgorithm::split_k};
+const softk::TopkAlgorithm kTopkAlgorithms[] = {softk::TopkAlgorithm::automatic, softk::TopkAlgorithm::fused,
+                                                softk::TopkAlgorithm::radix_select};
+
+// ---------------------------------------------------------------------------------------------
+// softk::softmax
+
+void gpu_softmax(const softk::LogitsView& v, void* out, softk::SoftmaxOptions o, void* ws = fake_workspace(),
+                 std::size_t bytes = kBigWorkspace) {
+  softk::softmax(v, out, o, ws, bytes, /*stream=*/nullptr);
+}
+
+TEST(GpuOpValidation, SoftmaxRejectsBadLogitsForEveryAlgorithm) {
+  for (auto algorithm : kSoftmaxAlgorithms)
+    for (const auto& c : bad_logits_cases()) {
+      softk::LogitsView v = valid_fake_logits();
+      c.mutate(v);
+      softk::SoftmaxOptions o;
+      o.algorithm = algorithm;
+      EXPECT_TRUE(throws_error_naming([&] { gpu_softmax(v, fake_pointer(5), o); }, c.needles))
+          << c.name << " / " << softk::to_string(algorithm);
+    }
+}
+
+TEST(GpuOpValidation, SoftmaxRejectsNullOutBadTemperatureAndOutDtype) {
+  for (auto algorithm : kSoftmaxAlgorithms) {
+    SCOPED_TRACE(softk::to_string(algorithm));
+    softk::SoftmaxOptions o;
+    o.algorithm = algorithm;
+    EXPECT_TRUE(throws_error_naming([&] { gpu_softmax(valid_fake_logits(), nullptr, o); }, {"out", "null"}));
+    for (const auto& t : bad_temperatures()) {
+      softk::SoftmaxOptions ot = o;
+      ot.temperature = t.value;
+      EXPECT_TRUE(throws_error_naming([&] { gpu_softmax(valid_fake_logits(), fake_pointer(5), ot); }, {"temperature", t.shown}))
+          << t.name;
+    }
+    for (const auto& c : bad_out_dtypes()) {
+      softk::LogitsView v = valid_fake_logits();
+      v.dtype = c.input;
+      softk::SoftmaxOptions od = o;
+      od.out_dtype = c.out;
+      EXPECT_TRUE(throws_error_naming([&] { gpu_softmax(v, fake_pointer(5), od); }, {"out_dtype", c.shown})) << c.name;
+    }
+  }
+}
+
+TEST(GpuOpValidation, SoftmaxRejectsOutOfRangeOutDtypeNamingItsValue) {
+  softk::SoftmaxOptions o;
+  o.out_dtype = static_cast<DType>(9);
+  EXPECT_TRUE(throws_error_naming([&] { gpu_softmax(valid_fake_logits(), fake_pointer(5), o); }, {"out_dtype", "9"}));
+}
+
+// out must not alias the logits (softmax.hpp): same pointer, valid otherwise.
+TEST(GpuOpValidation, SoftmaxRejectsOutAliasingLogits) {
+  const softk::LogitsView v = valid_fake_logits();
+  EXPECT_TRUE(throws_error_naming([&] { gpu_softmax(v, const_cast<void*>(v.data), {}); }, {"out"}));
+}
+
+TEST(GpuOpValidation, SoftmaxRejectsUnknownAlgorithm) {
+  softk::SoftmaxOptions o;
+  o.algorithm = static_cast<softk::SoftmaxAlgorithm>(42);
+  EXPECT_TRUE(throws_error_naming([&] { gpu_softmax(valid_fake_logits(), fake_pointer(5), o); }, {"algorithm", "42"}));
+}
+
+// A shape/option set whose softmax needs workspace (split-k keeps per-chunk (m, d) states).
+// softmax_workspace_size depends only on its arguments (softmax.hpp), so it is callable here.
+bool find_softmax_workspace_case(softk::LogitsView& v, softk::SoftmaxOptions& o, std::size_t& need) {
+  for (auto algorithm : kSoftmaxAlgorithms)
+    for (int64_t vocab : {int64_t{1} << 24, int64_t{1} << 20, int64_t{256000}})
+      for (int64_t rows : {1, 4}) {
+        v = valid_fake_logits();
+        v.vocab = vocab;
+        v.batch = rows;
+        v.steps = 1;
+        o = {};
+        o.algorithm = algorithm;
+        try {
+          need = softk::softmax_workspace_size(v, o);
+        } catch (const softk::Error&) {
+          continue;  // e.g. a forced algorithm that cannot hold this V
+        }
+        if (need > 0) return true;
+      }
+  return false;
+}
+
+TEST(GpuOpValidation, SoftmaxRejectsTooSmallOrNullWorkspace) {
+  softk::LogitsView v;
+  softk::SoftmaxOptions o;
+  std::size_t need = 0;
+  if (!find_softmax_workspace_case(v, o, need)) GTEST_SKIP() << "no softmax configuration needs workspace";
+  SCOPED_TRACE(std::string("algorithm ") + softk::to_string(o.algorithm) + ", V " + std::to_string(v.vocab) + ", need " +
+               std::to_string(need));
+  EXPECT_TRUE(throws_error_naming([&] { gpu_softmax(v, fake_pointer(5), o, fake_workspace(), need - 1); },
+                                  {"workspace_bytes", std::to_string(need - 1)}));
+  EXPECT_TRUE(throws_error_naming([&] { gpu_softmax(v, fake_pointer(5), o, fake_workspace(), 0); }, {"workspace_bytes", "0"}));
+  EXPECT_TRUE(throws_error_naming([&] { gpu_softmax(v, fake_pointer(5), o, nullptr, need); }, {"workspace", "null"}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// softk::topk
+
+void gpu_topk(const softk::LogitsView& v, int32_t k, float* probs, int32_t* idx, softk::TopkOptions o,
+              void* ws = fake_workspace(), std::size_t bytes = kBigWorkspace) {
+  softk::topk(v, k, probs, idx, o, ws, bytes, /*stream=*/nullptr);
+}
+
+TEST(GpuOpValidation, TopkRejectsBadLogitsForEveryAlgorithm) {
+  for (auto algorithm : kTopkAlgorithms)
+    for (const auto& c : bad_logits_cases()) {
+      softk::LogitsView v = valid_fake_logits();
+      c.mutate(v);
+      softk::TopkOptions o;
+      o.algorithm = algorithm;
+      EXPECT_TRUE(throws_error_naming([&] { gpu_topk(v, 5, fake_probs(), fake_indices(), o); }, c.needles))
+          << c.name << " / " << softk::to_string(algorithm);
+    }
+}
+
+TEST(GpuOpValidation, TopkRejectsBadKNullOutputsAndTemperature) {
+  for (auto algorithm : kTopkAlgorithms) {
+    SCOPED_TRACE(softk::to_string(algorithm));
+    softk::TopkOptions o;
+    o.algorithm = algorithm;
+    for (int32_t k : {0, -3, 1001, INT32_MAX})
+      EXPECT_TRUE(throws_error_naming([&] { gpu_topk(valid_fake_logits(), k, fake_probs(), fake_indices(), o); },
+                                      {"k", std::to_string(k)}))
+          << "k = " << k;
+    EXPECT_TRUE(throws_error_naming([&] { gpu_topk(valid_fake_logits(), 5, nullptr, fake_indices(), o); }, {"probs", "null"}));
+    EXPECT_TRUE(throws_error_naming([&] { gpu_topk(valid_fake_logits(), 5, fake_probs(), nullptr, o); }, {"indices", "null"}));
+    for (const auto& t : bad_temperatures()) {
+      softk::TopkOptions ot = o;
+      ot.temperature = t.value;
+      EXPECT_TRUE(throws_error_naming([&] { gpu_topk(valid_fake_logits(), 5, fake_probs(), fake_indices(), ot); },
+                                      {"temperature", t.shown}))
+          << t.name;
+    }
+  }
+}
+
+// fused serves K <= kMaxFastTopK only (topk.hpp); a larger K forced onto it is an argument
+// error, known from the arguments alone, so it too must come before any CUDA call.
+TEST(GpuOpValidation, TopkRejectsLargeKOnFusedPath) {
+  softk::LogitsView v = valid_fake_logits();
+  v.vocab = 100000;
+  for (auto algorithm : {softk::TopkAlgorithm::fused})
+    for (int32_t k : {softk::kMaxFastTopK + 1, 4096, 100000}) {
+      softk::TopkOptions o;
+      o.algorithm = algorithm;
+      EXPECT_TRUE(throws_error_naming([&] { gpu_topk(v, k, fake_probs(), fake_indices(), o); }, {std::to_string(k)}))
+          << softk::to_string(algorithm) << " k = " << k;
+    }
+}
+
+TEST(GpuOpValidation, TopkRejectsUnknownAlgorithm) {
+  softk::TopkOptions o;
+  o.algorithm = static_cast<softk::TopkAlgorithm>(42);
+  EXPECT_TRUE(throws_error_naming([&] { gpu_topk(valid_fake_logits(), 5, fake_probs(), fake_indices(), o); },
+                                  {"algorithm", "42"}));
+}
+
+// The too-small-workspace check of topk needs the radix path's size, which includes CUB's sort
+// scratch and so queries the device (topk.hpp): it lives in tests/gpu (TopkWorkspace).
+
+// ---------------------------------------------------------------------------------------------
+// softk::reference (its workspace size comes from CUB's size query, which may itself ask the
+// runtime for the device, so the workspace checks of reference::topk live in tests/gpu).
+
+TEST(GpuOpValidation, ReferenceSoftmaxRejectsBadArguments) {
+  for (const auto& c : bad_logits_cases()) {
+    softk::LogitsView v = valid_fake_logits();
+    c.mutate(v);
+    EXPECT_TRUE(throws_error_naming([&] { softk::reference::softmax(v, fake_probs(), {}, nullptr); }, c.needles)) << c.name;
+  }
+  EXPECT_TRUE(throws_error_naming([&] { softk::reference::softmax(valid_fake_logits(), nullptr, {}, nullptr); }, {"out", "null"}));
+  for (const auto& t : bad_temperatures()) {
+    softk::SoftmaxOptions o;
+    o.temperature = t.value;
+    EXPECT_TRUE(throws_error_naming([&] { softk::reference::softmax(valid_fake_logits(), fake_probs(), o, nullptr); },
+                                    {"temperature", t.shown}))
+        << t.name;
+  }
+  // The reference writes fp32 only (reference.hpp): even the input's own dtype is refused.
+  softk::LogitsView half = valid_fake_logits();
+  half.dtype = DType::bf16;
+  softk::SoftmaxOptions o;
+  o.out_dtype = DType::bf16;
+  EXPECT_TRUE(throws_error_naming([&] { softk::reference::softmax(half, fake_probs(), o, nullptr); }, {"out_dtype"}));
+}
+
+TEST(GpuOpValidation, ReferenceTopkRejectsBadArguments) {
+  const auto ref_topk = [](const softk::LogitsView& v, int32_t k, float* p, int32_t* i, softk::TopkOptions o) {
+    softk::reference::topk(v, k, p, i, o, fake_workspace(), kBigWorkspace, nullptr);
+  };
+  for (const auto& c : bad_logits_cases()) {
+    softk::LogitsView v = valid_fake_logits();
+    c.mutate(v);
+    EXPECT_TRUE(throws_error_naming([&] { ref_topk(v, 5, fake_probs(), fake_indices(), {}); }, c.needles)) << c.name;
+  }
+  for (int32_t k : {0, -3, 1001})
+    EXPECT_TRUE(throws_error_naming([&] { ref_topk(valid_fake_logits(), k, fake_probs(), fake_indices(), {}); },
+                                    {"k", std::to_string(k)}));
+  EXPECT_TRUE(throws_error_naming([&] { ref_topk(valid_fake_logits(), 5, nullptr, fake_indices(), {}); }, {"probs", "null"}));
+  EXPECT_TRUE(throws_error_naming([&] { ref_topk(valid_fake_logits(), 5, fake_probs(), nullptr, {}); }, {"indices", "null"}));
+  for (const auto& t : bad_temperatures()) {
+    softk::TopkOptions o;
+    o.temperature = t.value;
+    EXPECT_TRUE(throws_error_naming([&] { ref_topk(valid_fake_logits(), 5, fake_probs(), fake_indices(), o); },
+                                    {"temperature", t.shown}))
+        << t.name;
+  }
+}
+
+}  // namespace

@@ -1,0 +1,512 @@
+// softk::topk on the GPU, every algorithm (fused, radix_select, auto) and the CUB reference,
+// against the CPU oracle (softk::cpu::topk). The contract is a total order (logit descending,
+// then index ascending; -inf never selected), so indices must match the oracle EXACTLY;
+// probabilities within the fp32 tolerance of tests/common/compare.hpp. Every answer is also
+// checked without the oracle (tests/common/oracle.hpp: order, ties, uniqueness, completeness).
+//   Shapes/    V x rows x K, DESIGN.md's matrix (fp32, LLM-like logits)
+//   Dtypes/    f16 and bf16 inputs (quantisation makes ties common)
+//   Inputs/    every distribution, incl. constant, adversarial stride, +-inf, NaN, masked,
+//              fewer unmasked tokens than K, signed zeros; strided/misaligned layouts,
+//              log-probs and temperature on a few shapes
+//   Sanitize/  a small cross-section for compute-sanitizer (scripts/gpu-check: '*Sanitize*')
+// plus the two exactness-guard tests (TopkAllWinnersInOneThreadStride, TopkAllEqualRows),
+// properties against the GPU softmax (gather), log-probs, temperature, workspace checks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <algorithm>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/bad_arguments.hpp"
+#include "common/compare.hpp"
+#include "common/gpu.hpp"
+#include "common/inputs.hpp"
+#include "common/oracle.hpp"
+#include "common/runners.hpp"
+#include "softk/topk.hpp"
+
+namespace {
+
+using namespace softk_test;
+using softk::DType;
+
+constexpr int64_t kHugeV = (int64_t{1} << 24) + 3;
+
+struct TopkCase {
+  TopkImpl impl = TopkImpl::automatic;
+  DType dtype = DType::f32;
+  int64_t V = 1;
+  int64_t rows = 1;
+  int32_t k = 1;
+  Dist dist = Dist::llm_like;
+  DistParams params;
+  Layout layout;
+  float temperature = 1.0f;
+  bool log_probs = false;
+  std::string name;
+};
+
+void PrintTo(const TopkCase& c, std::ostream* os) { *os << c.name; }
+
+std::string case_name(const TopkCase& c, bool show_dist) {
+  std::string n = std::string(dtype_name(c.dtype)) + "_V" + std::to_string(c.V) + "_R" + std::to_string(c.rows) + "_K" +
+                  std::to_string(c.k);
+  if (show_dist) n += std::string("_") + dist_name(c.dist);
+  if (c.dist == Dist::adversarial_stride) n += "_S" + std::to_string(c.params.stride) + (c.params.tied_winners ? "_tied" : "");
+  if (c.layout.row_stride) n += "_stride" + std::to_string(c.layout.row_stride);
+  if (c.layout.offset) n += "_off" + std::to_string(c.layout.offset);
+  if (c.log_probs) n += "_logprobs";
+  if (c.temperature != 1.0f) {
+    std::string t = std::to_string(c.temperature);
+    while (t.back() == '0') t.pop_back();
+    for (char& ch : t)
+      if (ch == '.') ch = 'p';
+    n += "_T" + t;
+  }
+  return n + "_" + impl_name(c.impl);
+}
+
+/// fused serves K <= kMaxFastTopK; forced beyond that it must refuse (topk.hpp).
+bool must_refuse(TopkImpl impl, int32_t k) { return impl == TopkImpl::fused && k > softk::kMaxFastTopK; }
+
+struct Prepared {
+  HostLogits host;
+  DeviceLogits dev;
+};
+struct PreparedOracle {
+  TopkOracle oracle;
+};
+
+std::string input_key(const TopkCase& c) {
+  return std::string(dtype_name(c.dtype)) + "/" + std::to_string(c.V) + "/" + std::to_string(c.rows) + "/" +
+         dist_name(c.dist) + "/" + std::to_string(c.params.stride) + "/" + std::to_string(c.params.count) + "/" +
+         std::to_string(c.params.tied_winners) + "/" + std::to_string(c.layout.row_stride) + "/" +
+         std::to_string(c.layout.offset);
+}
+std::string oracle_key(const TopkCase& c) {
+  return input_key(c) + "/" + std::to_string(c.k) + "/" + std::to_string(c.temperature) + "/" + std::to_string(c.log_probs);
+}
+
+LastCase<Prepared>& input_cache() {
+  static LastCase<Prepared> c;
+  return c;
+}
+LastCase<PreparedOracle>& oracle_cache() {
+  static LastCase<PreparedOracle> c;
+  return c;
+}
+
+const Prepared& prepare_input(const TopkCase& c, cudaStream_t stream) {
+  return input_cache().get(input_key(c), [&] {
+    Prepared p;
+    const auto [batch, steps] = split_rows(c.rows);
+    p.host = make_logits(c.dtype, batch, steps, c.V, c.dist, c.params, c.layout, 4242);
+    p.dev = to_device(p.host, stream);
+    return p;
+  });
+}
+const TopkOracle& prepare_oracle(const TopkCase& c, const HostLogits& h) {
+  return oracle_cache().get(oracle_key(c), [&] { return PreparedOracle{oracle_topk(h, c.k, c.temperature, c.log_probs)}; }).oracle;
+}
+
+/// Runs the case and checks it against the oracle and the oracle-free properties.
+void check_case(const TopkCase& c, cudaStream_t stream) {
+  const Prepared& p = prepare_input(c, stream);
+  TopkCall call;
+  call.impl = c.impl;
+  call.k = c.k;
+  call.temperature = c.temperature;
+  call.log_probs = c.log_probs;
+  call.with_status = c.rows != 3;  // rows == 3 exercises the null row_status path
+  const TopkRun run = run_topk(p.dev.view, call, stream);
+  if (run.refused) {
+    ASSERT_TRUE(must_refuse(c.impl, c.k)) << impl_name(c.impl) << " refused K=" << c.k << ": " << run.error;
+    EXPECT_TRUE(contains_token(run.error, std::to_string(c.k))) << "refusal must name K: " << run.error;
+    EXPECT_TRUE(run.untouched_after_refusal) << "a refused call wrote to its outputs";
+    return;
+  }
+  ASSERT_FALSE(must_refuse(c.impl, c.k)) << "forced fused accepted K=" << c.k << " > kMaxFastTopK";
+  EXPECT_EQ(run.guard_violation, "");
+  const TopkOracle& o = prepare_oracle(c, p.host);
+  EXPECT_TRUE(all_equal(run.indices, o.indices, c.rows, c.k, "indices vs CPU oracle (must be exact)"));
+  EXPECT_TRUE(all_close(run.probs, o.probs, c.rows, c.k, c.log_probs ? log_prob_tolerance() : prob_tolerance(DType::f32),
+                        c.log_probs ? "log-probs vs CPU oracle" : "probs vs CPU oracle"));
+  if (call.with_status) {
+    EXPECT_TRUE(all_equal(run.status, o.status, c.rows, 1, "row_status"));
+  }
+  EXPECT_TRUE(topk_properties(p.host, c.k, run.probs, run.indices));
+}
+
+// Frees the cached device input at the end of the run, while the CUDA runtime is still up
+// (a static destructor would run after it is torn down).
+struct ReleaseCaches : ::testing::Environment {
+  void TearDown() override {
+    input_cache().clear();
+    oracle_cache().clear();
+  }
+};
+[[maybe_unused]] ::testing::Environment* const release_caches = ::testing::AddGlobalTestEnvironment(new ReleaseCaches);
+
+class TopkVsOracle : public GpuTestWithParam<TopkCase> {};
+
+TEST_P(TopkVsOracle, Matches) { check_case(GetParam(), stream()); }
+
+// ---------------------------------------------------------------------------------------------
+// Case lists (implementation innermost, K next: consecutive cases share input and oracle).
+
+std::vector<TopkCase> finish(std::vector<TopkCase> cases, bool show_dist) {
+  for (auto& c : cases) c.name = case_name(c, show_dist);
+  return cases;
+}
+
+std::vector<int32_t> ks_for(int64_t V, int64_t rows) {
+  std::vector<int32_t> ks;
+  for (int32_t k : {1, 2, 16, 50, 256, 1024, 4096})
+    if (k < V) ks.push_back(k);
+  // K = V sorts whole rows: kept where the output stays small (rows x V <= 2^24).
+  if (rows * V <= (int64_t{1} << 24) || rows == 1) ks.push_back(static_cast<int32_t>(V));
+  return ks;
+}
+
+std::vector<TopkCase> shape_cases() {
+  std::vector<TopkCase> out;
+  const int64_t vocabs[] = {1, 2, 7, 31, 32, 33, 1000, 4097, 32000, 50257, 128256, 151936, 256000, int64_t{1} << 20, kHugeV};
+  for (int64_t V : vocabs)
+    for (int64_t rows : {1, 3, 64, 257}) {
+      if (V == kHugeV && rows > 1) continue;
+      if (rows * V * 4 > kMaxInputBytes) continue;
+      for (int32_t k : ks_for(V, rows)) {
+        if (V == kHugeV && k == V) continue;  // a 16M-element full sort adds time, not coverage
+        for (TopkImpl impl : kAllTopkImpls) {
+          TopkCase c;
+          c.impl = impl;
+          c.V = V;
+          c.rows = rows;
+          c.k = k;
+          out.push_back(c);
+        }
+      }
+    }
+  return finish(out, false);
+}
+
+std::vector<TopkCase> dtype_cases() {
+  std::vector<TopkCase> out;
+  for (DType dt : {DType::f16, DType::bf16})
+    for (int64_t V : {33, 4097, 50257, 151936, 1 << 20})
+      for (int64_t rows : {3, 64}) {
+        if (V == (1 << 20) && rows > 3) continue;
+        for (int32_t k : {1, 50, 1024, 4096}) {
+          if (k > V) continue;
+          for (TopkImpl impl : kAllTopkImpls) {
+            TopkCase c;
+            c.impl = impl;
+            c.dtype = dt;
+            c.V = V;
+            c.rows = rows;
+            c.k = k;
+            c.dist = Dist::normal;
+            out.push_back(c);
+          }
+        }
+      }
+  return finish(out, false);
+}
+
+std::vector<TopkCase> input_cases() {
+  std::vector<TopkCase> out;
+  const Dist dists[] = {Dist::normal,      Dist::heavy_tailed, Dist::llm_like,   Dist::ascending,    Dist::descending,
+                        Dist::constant,    Dist::spikes,       Dist::pm_inf,     Dist::nan_row,      Dist::masked_rows,
+                        Dist::few_unmasked, Dist::signed_zeros, Dist::adversarial_stride};
+  struct Shape { int64_t V, rows; int32_t k; };
+  const Shape shapes[] = {{33, 7, 16}, {4097, 5, 50}, {50257, 3, 256}, {151936, 4, 1024}, {32000, 3, 4096}};
+  for (DType dt : {DType::f32, DType::f16, DType::bf16})
+    for (Dist d : dists)
+      for (const Shape& s : shapes)
+        for (TopkImpl impl : kAllTopkImpls) {
+          TopkCase c;
+          c.impl = impl;
+          c.dtype = dt;
+          c.V = s.V;
+          c.rows = s.rows;
+          c.k = s.k;
+          c.dist = d;
+          // few_unmasked: fewer unmasked tokens than K, so the tail slots must be -1 / 0.
+          c.params.count = d == Dist::few_unmasked ? std::max(1, s.k / 2) : s.k;
+          c.params.stride = 256;
+          out.push_back(c);
+        }
+  // Row stride > V with garbage padding and a misaligned base, and log-probs, on a few shapes.
+  for (DType dt : {DType::f32, DType::bf16})
+    for (const Shape& s : {Shape{33, 5, 16}, Shape{4097, 5, 50}, Shape{151936, 3, 1024}, Shape{32000, 3, 4096}})
+      for (Layout layout : {Layout{s.V + 1, 0}, Layout{s.V + 5, dt == DType::f32 ? 3 : 7}})
+        for (bool log_probs : {false, true})
+          for (TopkImpl impl : kAllTopkImpls) {
+            TopkCase c;
+            c.impl = impl;
+            c.dtype = dt;
+            c.V = s.V;
+            c.rows = s.rows;
+            c.k = s.k;
+            c.dist = Dist::spikes;
+            c.layout = layout;
+            c.log_probs = log_probs;
+            out.push_back(c);
+          }
+  // Temperature on the probabilities (never on the ranking).
+  for (float T : {0.3f, 2.5f})
+    for (TopkImpl impl : kAllTopkImpls) {
+      TopkCase c;
+      c.impl = impl;
+      c.V = 128256;
+      c.rows = 5;
+      c.k = 256;
+      c.dist = Dist::heavy_tailed;
+      c.temperature = T;
+      out.push_back(c);
+    }
+  return finish(out, true);
+}
+
+// A small selection for compute-sanitizer ('*Sanitize*' in scripts/gpu-check): every
+// implementation on ties, adversarial buffers (the exact fallback), NaN rows, fewer unmasked
+// tokens than K on a misaligned strided layout, and K beyond the fused path.
+std::vector<TopkCase> sanitize_cases() {
+  std::vector<TopkCase> out;
+  struct Small { int64_t V, rows; int32_t k; Dist dist; int64_t stride, count; Layout layout; };
+  for (DType dt : {DType::f32, DType::bf16})
+    for (const Small& s : {Small{4097, 3, 50, Dist::constant, 256, 50, {}},
+                           Small{4097, 3, 1024, Dist::adversarial_stride, 4, 1024, {}},
+                           Small{4097, 3, 4096, Dist::nan_row, 256, 16, {}},
+                           Small{33, 5, 16, Dist::few_unmasked, 256, 8, {34, 1}}})
+      for (TopkImpl impl : kAllTopkImpls) {
+        TopkCase c;
+        c.impl = impl;
+        c.dtype = dt;
+        c.V = s.V;
+        c.rows = s.rows;
+        c.k = s.k;
+        c.dist = s.dist;
+        c.params.stride = s.stride;
+        c.params.count = s.count;
+        c.layout = s.layout;
+        out.push_back(c);
+      }
+  for (TopkImpl impl : kAllTopkImpls) {  // all winners in one thread's stride: S = 128, K = 16
+    TopkCase c;
+    c.impl = impl;
+    c.V = 16 * 128 + 97;
+    c.rows = 4;
+    c.k = 16;
+    c.dist = Dist::adversarial_stride;
+    c.params.stride = 128;
+    c.params.count = 16;
+    out.push_back(c);
+  }
+  return finish(out, true);
+}
+
+std::string param_name(const ::testing::TestParamInfo<TopkCase>& info) { return info.param.name; }
+
+INSTANTIATE_TEST_SUITE_P(Shapes, TopkVsOracle, ::testing::ValuesIn(shape_cases()), param_name);
+INSTANTIATE_TEST_SUITE_P(Dtypes, TopkVsOracle, ::testing::ValuesIn(dtype_cases()), param_name);
+INSTANTIATE_TEST_SUITE_P(Inputs, TopkVsOracle, ::testing::ValuesIn(input_cases()), param_name);
+INSTANTIATE_TEST_SUITE_P(Sanitize, TopkVsOracle, ::testing::ValuesIn(sanitize_cases()), param_name);
+
+// ---------------------------------------------------------------------------------------------
+// Exactness guard (1): all K winners sit in ONE thread's stride: indices i*S + c for i < K, with
+// S the thread stride of a block-strided loop (blockDim x vector width: 128 .. 4096 here). A
+// per-thread register buffer of L < K entries then holds only L of the K winners; the guard
+// must notice the evictions and redo the row exactly. The four rows use lanes c = 0, S-1,
+// S/2+1, 1; the "tied" variant makes all winners equal, so ties must also go to lower indices.
+
+class TopkAllWinnersInOneThreadStride : public GpuTestWithParam<TopkCase> {};
+
+TEST_P(TopkAllWinnersInOneThreadStride, IsExact) { check_case(GetParam(), stream()); }
+
+std::vector<TopkCase> one_stride_cases() {
+  std::vector<TopkCase> out;
+  for (int64_t S : {128, 256, 512, 1024, 2048, 4096})
+    for (int32_t k : {16, 50, 256, 1024}) {
+      if (S * k > (int64_t{1} << 21)) continue;  // V = K*S + 97 stays <= ~2M
+      for (DType dt : {DType::f32, DType::f16, DType::bf16})
+        for (bool tied : {false, true}) {
+          if (tied && dt != DType::f32) continue;
+          for (TopkImpl impl : kAllTopkImpls) {
+            TopkCase c;
+            c.impl = impl;
+            c.dtype = dt;
+            c.V = k * S + 97;  // an odd remainder: the winners' stride does not end the row
+            c.rows = 4;
+            c.k = k;
+            c.dist = Dist::adversarial_stride;
+            c.params.stride = S;
+            c.params.count = k;
+            c.params.channel = -1;
+            c.params.tied_winners = tied;
+            out.push_back(c);
+          }
+        }
+    }
+  return finish(out, false);
+}
+
+INSTANTIATE_TEST_SUITE_P(Guard, TopkAllWinnersInOneThreadStride, ::testing::ValuesIn(one_stride_cases()), param_name);
+
+// Exactness guard (2): all-equal rows. Every token ties, so the answer is indices 0..K-1 with
+// probability 1/V each; a buffer that keeps "the first L it saw" per thread holds the wrong
+// indices for every thread but the first.
+
+class TopkAllEqualRows : public GpuTestWithParam<TopkCase> {};
+
+TEST_P(TopkAllEqualRows, IsExact) {
+  const TopkCase& c = GetParam();
+  check_case(c, stream());
+  if (HasFatalFailure() || must_refuse(c.impl, c.k)) return;
+  // The answer written out, independent of the oracle.
+  const Prepared& p = prepare_input(c, stream());
+  TopkCall call;
+  call.impl = c.impl;
+  call.k = c.k;
+  const TopkRun run = run_topk(p.dev.view, call, stream());
+  ASSERT_FALSE(run.refused) << run.error;
+  for (int64_t r = 0; r < c.rows; ++r)
+    for (int32_t j = 0; j < c.k; ++j) {
+      ASSERT_EQ(run.indices[r * c.k + j], j) << "row " << r << " slot " << j;
+      ASSERT_TRUE(within(run.probs[r * c.k + j], 1.0 / static_cast<double>(c.V), prob_tolerance(DType::f32)))
+          << "row " << r << " slot " << j << ": " << run.probs[r * c.k + j];
+    }
+}
+
+std::vector<TopkCase> all_equal_cases() {
+  std::vector<TopkCase> out;
+  for (DType dt : {DType::f32, DType::bf16})
+    for (int64_t V : {1000, 4097, 50257, 128256, 1 << 20})
+      for (int32_t k : {16, 50, 256, 1024}) {
+        if (k > V) continue;
+        for (TopkImpl impl : kAllTopkImpls) {
+          TopkCase c;
+          c.impl = impl;
+          c.dtype = dt;
+          c.V = V;
+          c.rows = 4;
+          c.k = k;
+          c.dist = Dist::constant;
+          out.push_back(c);
+        }
+      }
+  return finish(out, false);
+}
+
+INSTANTIATE_TEST_SUITE_P(Guard, TopkAllEqualRows, ::testing::ValuesIn(all_equal_cases()), param_name);
+
+// ---------------------------------------------------------------------------------------------
+// Properties against the GPU softmax and between options, independent of the CPU oracle:
+//  - gather(softk::softmax(x), idx) == probs (two GPU fp32 results: twice the fp32 bound);
+//  - log_probs gives the same indices and exp(log p) == p;
+//  - temperature never changes the indices (ranking is by raw logits).
+
+class TopkProperties : public GpuTestWithParam<std::tuple<TopkImpl, DType, Dist, int64_t, int32_t>> {};
+
+TEST_P(TopkProperties, GatherLogProbsTemperature) {
+  const auto [impl, dt, dist, V, k] = GetParam();
+  const int64_t rows = 3;
+  const HostLogits h = make_logits(dt, rows, 1, V, dist, {}, {}, 555);
+  const DeviceLogits d = to_device(h, stream());
+
+  TopkCall call;
+  call.impl = impl;
+  call.k = k;
+  const TopkRun base = run_topk(d.view, call, stream());
+  if (base.refused) {
+    ASSERT_TRUE(must_refuse(impl, k)) << base.error;
+    return;
+  }
+  ASSERT_TRUE(topk_properties(h, k, base.probs, base.indices));
+
+  SoftmaxCall sm;
+  sm.impl = SoftmaxImpl::automatic;
+  const SoftmaxRun soft = run_softmax(d.view, sm, stream());
+  ASSERT_FALSE(soft.refused) << soft.error;
+  std::vector<float> gathered(base.probs.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int32_t j = 0; j < k; ++j) {
+      const int32_t i = base.indices[r * k + j];
+      gathered[r * k + j] = i < 0 ? 0.0f : soft.probs[r * V + i];
+    }
+  const Tolerance one = prob_tolerance(DType::f32);
+  EXPECT_TRUE(all_close(base.probs, gathered, rows, k, {2 * one.abs, 2 * one.rel}, "gather(softmax, idx) vs probs"));
+
+  call.log_probs = true;
+  const TopkRun logs = run_topk(d.view, call, stream());
+  ASSERT_FALSE(logs.refused) << logs.error;
+  EXPECT_TRUE(all_equal(logs.indices, base.indices, rows, k, "indices with log_probs"));
+  std::vector<float> exp_logs(logs.probs.size());
+  for (std::size_t i = 0; i < exp_logs.size(); ++i) exp_logs[i] = std::exp(logs.probs[i]);
+  // exp(log p) carries the log-prob's absolute error as a relative one: 5e-5 + p's own 1e-4.
+  EXPECT_TRUE(all_close(exp_logs, base.probs, rows, k, {one.abs, 2e-4}, "exp(log_probs) vs probs"));
+
+  call.log_probs = false;
+  call.temperature = 0.5f;
+  const TopkRun hot = run_topk(d.view, call, stream());
+  ASSERT_FALSE(hot.refused) << hot.error;
+  EXPECT_TRUE(all_equal(hot.indices, base.indices, rows, k, "indices at T = 0.5"));
+  const TopkOracle o = oracle_topk(h, k, 0.5f, false);
+  EXPECT_TRUE(all_close(hot.probs, o.probs, rows, k, one, "probs at T = 0.5 vs CPU oracle"));
+}
+
+INSTANTIATE_TEST_SUITE_P(All, TopkProperties,
+                         ::testing::Combine(::testing::ValuesIn(kAllTopkImpls), ::testing::Values(DType::f32, DType::bf16),
+                                            ::testing::Values(Dist::llm_like, Dist::normal, Dist::ascending, Dist::constant),
+                                            ::testing::Values(int64_t{4097}, int64_t{151936}),
+                                            ::testing::Values(50, 1024, 4096)),
+                         [](const auto& tpi) {
+                           const auto& p = tpi.param;
+                           return std::string(impl_name(std::get<0>(p))) + "_" + dtype_name(std::get<1>(p)) + "_" +
+                                  dist_name(std::get<2>(p)) + "_V" + std::to_string(std::get<3>(p)) + "_K" +
+                                  std::to_string(std::get<4>(p));
+                         });
+
+// ---------------------------------------------------------------------------------------------
+// Workspace: the radix path's size depends on the device (CUB scratch), so its too-small and
+// null checks run here. A refused call must leave its outputs untouched.
+
+class TopkWorkspace : public GpuTest {};
+
+TEST_F(TopkWorkspace, TooSmallOrNullWorkspaceIsRefusedBeforeLaunch) {
+  const HostLogits h = make_logits(DType::f32, 4, 1, 50257, Dist::normal);
+  const DeviceLogits d = to_device(h, stream());
+  for (TopkImpl impl : {TopkImpl::radix_select, TopkImpl::automatic, TopkImpl::reference}) {
+    const int32_t k = 4096;  // auto takes the radix path above kMaxFastTopK
+    TopkCall call;
+    call.impl = impl;
+    call.k = k;
+    TopkBuffers b = make_topk_buffers(d.view, call, stream());
+    const std::size_t need = b.workspace.bytes();
+    SCOPED_TRACE(std::string(impl_name(impl)) + " needs " + std::to_string(need) + " bytes");
+    ASSERT_GT(need, 0u) << "the radix path sorts in its workspace";
+    const softk::TopkOptions o = options_of(call, nullptr);
+    const auto call_with = [&](void* ws, std::size_t bytes) {
+      if (impl == TopkImpl::reference)
+        softk::reference::topk(d.view, k, b.probs.as<float>(), b.indices.as<int32_t>(), o, ws, bytes, stream());
+      else
+        softk::topk(d.view, k, b.probs.as<float>(), b.indices.as<int32_t>(), o, ws, bytes, stream());
+    };
+    EXPECT_TRUE(throws_error_naming([&] { call_with(b.workspace.get(), need - 1); }, {"workspace_bytes", std::to_string(need - 1)}));
+    EXPECT_TRUE(throws_error_naming([&] { call_with(nullptr, need); }, {"workspace", "null"}));
+    EXPECT_TRUE(b.probs.untouched(stream()) && b.indices.untouched(stream())) << "a refused call wrote its outputs";
+  }
+  // The fused path needs none: a null workspace of 0 bytes must work.
+  TopkCall fused;
+  fused.impl = TopkImpl::fused;
+  fused.k = 50;
+  EXPECT_EQ(softk::topk_workspace_size(d.view, 50, options_of(fused, nullptr)), 0u);
+  const TopkRun run = run_topk(d.view, fused, stream());
+  ASSERT_FALSE(run.refused) << run.error;
+  EXPECT_TRUE(topk_properties(h, 50, run.probs, run.indices));
+}
+
+}  // namespace
