@@ -41,8 +41,11 @@ std::size_t softmax_workspace_size(const LogitsView& logits, const SoftmaxOption
 ///
 /// Stream-ordered: no allocation, no host synchronisation, capturable in a CUDA graph.
 /// Deterministic: the same inputs and algorithm give bitwise the same output, and a forced
-/// algorithm gives a row the same bits whatever batch it sits in. `automatic` may choose a
-/// different algorithm for a different row count; the results then agree to rounding (~1e-6 rel).
+/// algorithm gives a row the same bits whatever batch it sits in, provided the row starts at
+/// the same 16-byte phase (always so when V x element size is a multiple of 16 bytes; otherwise
+/// the vector/scalar split, and so the summation order, moves with the row's address).
+/// `automatic` may choose a different algorithm for a different row count; results then agree
+/// to rounding (~1e-6 relative).
 /// `workspace` may be null only when softmax_workspace_size() returns 0. `out` must not alias
 /// the logits. Throws softk::Error on bad arguments, before anything is launched; throws
 /// softk::CudaError if a launch fails.
