@@ -18,8 +18,8 @@ struct RadixSelectStorage {
 };
 
 /// Every thread of the block calls this with the same k; every thread gets the same threshold.
-/// `for_each_key(visit)` must visit, across the block, the same set of unique keys on every call,
-/// at least k of them.
+/// `for_each_key(visit)` must visit, across the block, the same set of unique keys on every call.
+/// With fewer than k keys there is no k-th key: the result is kEmptyKey (every key passes).
 template <int kThreads, typename ForEachKey>
 __device__ TopkKey block_radix_select(unsigned k, ForEachKey&& for_each_key, RadixSelectStorage& storage) {
   TopkKey prefix = 0;
@@ -49,7 +49,13 @@ __device__ TopkKey block_radix_select(unsigned k, ForEachKey&& for_each_key, Rad
         if (lane >= offset) inclusive += below;
       }
       unsigned above = inclusive - lane_total;
-      if (above < remaining && remaining <= inclusive) {  // exactly one lane
+      const unsigned total = __shfl_sync(0xffffffffu, inclusive, 31);
+      if (shift == 56 && total < remaining) {  // fewer than k keys: no threshold
+        if (lane == 0) {
+          storage.prefix = kEmptyKey;
+          storage.remaining = storage.bin_count = 0;
+        }
+      } else if (above < remaining && remaining <= inclusive) {  // exactly one lane
         bool found = false;
 #pragma unroll
         for (int i = 0; i < 8; ++i) {

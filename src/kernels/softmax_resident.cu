@@ -1,8 +1,8 @@
 // Resident softmax: the row is read from DRAM once and kept on chip between the reduction and
 // the write. Two tiers of one kernel:
 //  - register_resident: each thread caches kRegisterVectors 16-byte vectors in registers;
-//  - shared_memory: 1024 threads x 8 vectors in registers, and the rest of the row in dynamic
-//    shared memory (opted in above 48 KB), for V up to ~90K fp32 / ~180K fp16/bf16 on Hopper.
+//  - shared_memory: 1024 threads x 4 vectors in registers, and the rest of the row in dynamic
+//    shared memory (opted in above 48 KB), for V up to ~72K fp32 / ~144K fp16/bf16 on Hopper.
 // Vectors are cached raw (4 registers each, whatever the dtype) and widened on use.
 #include <algorithm>
 
@@ -33,7 +33,9 @@ using Tier1 = ResidentShape<32, 8>;
 using Tier2 = ResidentShape<256, 4>;
 using Tier3 = ResidentShape<512, 8>;
 using Tier4 = ResidentShape<1024, 8>;
-using SharedTier = Tier4;  // plus dynamic shared memory for the vectors past its registers
+// The shared tier keeps fewer vectors in registers than Tier4: at 1024 threads (64 registers)
+// its four loads in flight need the room.
+using SharedTier = ResidentShape<1024, 4>;
 
 template <typename T, typename OutT, typename Shape, bool kUseShared>
 __global__ void __launch_bounds__(Shape::kBlockThreads, 1024 / Shape::kBlockThreads)
@@ -81,7 +83,22 @@ __global__ void __launch_bounds__(Shape::kBlockThreads, 1024 / Shape::kBlockThre
   if constexpr (kUseShared) {
     // Each thread stores and later reloads only its own vectors: no barrier needed, and
     // 16-byte accesses by consecutive threads are bank-conflict free.
-    for (int64_t v = kInRegisters + thread; v < segment.body_vectors; v += kThreads) {
+    // kSharedUnroll loads in flight per thread: one at a time leaves the SM latency-bound.
+    constexpr int kSharedUnroll = 4;
+    int64_t v = kInRegisters + thread;
+    for (; v + int64_t{kSharedUnroll - 1} * kThreads < segment.body_vectors; v += int64_t{kSharedUnroll} * kThreads) {
+      RawVector raw[kSharedUnroll];
+#pragma unroll
+      for (int u = 0; u < kSharedUnroll; ++u) raw[u] = load_vector(body + v + int64_t{u} * kThreads);
+#pragma unroll
+      for (int u = 0; u < kSharedUnroll; ++u) {
+        shared_row[v + int64_t{u} * kThreads - kInRegisters] = raw[u];
+        float x[W];
+        widen<T>(raw[u], x);
+        accumulate(state, x, k);
+      }
+    }
+    for (; v < segment.body_vectors; v += kThreads) {
       const RawVector raw = load_vector(body + v);
       shared_row[v - kInRegisters] = raw;
       float x[W];

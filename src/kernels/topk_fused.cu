@@ -1,13 +1,23 @@
-// Fused softmax + top-k, a block per row. One read of the row computes the softmax state and
-// fills per-thread register top-L buffers; a block radix select over the buffered keys picks
-// the K winners, which are sorted in shared memory and written with exp(x - m) / d.
+// Fused softmax + top-k, a block per row, one read of the row from DRAM.
 //
-// Exactness: a buffer of L < K entries can drop a winner (K winners in one thread's stride).
-// Every thread remembers the largest key it dropped; if any beats the K-th winner, the block
-// redoes the row exactly by radix-selecting over the row itself (re-read, mostly from L2).
-// Fast on real data, exact on every input, and never a second launch.
+//  Phase A  streams a prefix of the row: folds it into the softmax state and keeps each
+//           thread's top-LA keys in registers (branch-free). A block radix select over those
+//           keys gives tau, the K-th largest key of a subset of the row, so tau <= the row's
+//           K-th key: every winner is >= tau.
+//  Phase B  re-reads the prefix (from L2) and streams the rest, folding the rest into the
+//           state and appending every key >= tau to a shared-memory candidate list. A vector
+//           whose maximum is below tau costs one compare.
+//  Select   the K largest candidates are the row's top-K, sorted in shared memory and written
+//           with exp(x - m) / d.
+//
+// Exactness: the list holds every key >= tau unless it overflowed; the block then redoes the
+// row exactly by radix-selecting over the row itself. So the answer is exact on every input
+// (ties, constant rows, all winners in one thread's stride), with no second launch.
+#include <algorithm>
+
 #include "cuda_check.hpp"
 #include "kernels/block_topk.cuh"
+#include "kernels/candidate_list.cuh"
 #include "kernels/row_segment.cuh"
 #include "kernels/softmax_passes.cuh"
 #include "kernels/topk_buffer.cuh"
@@ -18,24 +28,54 @@ namespace softk::kernels {
 namespace {
 
 constexpr int kThreads = 512;
+/// Candidate list capacity (32 KB of dynamic shared memory). The prefix is sized so that the
+/// expected list, about K / prefix fraction keys, stays near half of it.
+constexpr unsigned kCandidateCapacity = 4096;
+constexpr std::size_t kCandidateBytes = kCandidateCapacity * sizeof(TopkKey);
 
-template <typename T, int L>
-__global__ void __launch_bounds__(kThreads, L <= 8 ? 2 : 1) topk_fused_kernel(TopkProblem problem) {
+/// Elements in phase A: a fraction K / 2048 of the row (between 1/16 and 1/2), at least 4K
+/// elements, a multiple of 16 so that phase B's vectors keep the row's 16-byte phase.
+__host__ __device__ __forceinline__ int64_t prefix_length(int64_t vocab, int32_t k) {
+  const int64_t by_fraction = vocab * std::min<int64_t>(std::max<int64_t>(k, 128), 1024) / 2048;
+  const int64_t wanted = std::max<int64_t>(by_fraction, int64_t{4} * k);
+  return std::min<int64_t>(vocab, (wanted + 15) / 16 * 16);
+}
+
+template <typename T, int LA>
+__global__ void __launch_bounds__(kThreads) topk_fused_kernel(TopkProblem problem) {
+  extern __shared__ TopkKey candidate_keys[];
   __shared__ SoftmaxState scratch[kThreads / 32];
   __shared__ BlockTopkStorage storage;
+  __shared__ unsigned candidate_count;
 
   const int64_t row = blockIdx.x;
   const auto k = static_cast<unsigned>(problem.k);
-  const RowSegment<T> segment(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
+  const T* data = row_pointer<T>(problem.logits, row, problem.row_stride);
+  const int64_t split = prefix_length(problem.vocab, problem.k);
+  const RowSegment<T> prefix(data, 0, split);
+  const RowSegment<T> rest(data + split, split, problem.vocab - split);
 
+  // Phase A.
   SoftmaxState state = empty_state();
-  TopkBuffer<L> buffer;
-  for_each_element<kStreamUnroll>(segment, threadIdx.x, kThreads, [&](const auto& x, int64_t offset) {
+  TopkBuffer<LA> seeds;
+  for_each_element<kStreamUnroll>(prefix, threadIdx.x, kThreads, [&](const auto& x, int64_t offset) {
     accumulate(state, x, problem.k_exp);
 #pragma unroll
     for (int i = 0; i < static_cast<int>(std::extent_v<std::remove_reference_t<decltype(x)>>); ++i)
-      buffer.push(make_key(x[i], offset + i));
+      seeds.push(make_key(x[i], offset + i));
   });
+  if (threadIdx.x == 0) candidate_count = 0;
+  const TopkKey tau = block_radix_select<kThreads>(k, [&](auto&& visit) { seeds.for_each(visit); }, storage.select);
+
+  // Phase B. (block_radix_select ended on a barrier, so candidate_count = 0 is visible.)
+  const CandidateList list(candidate_keys, &candidate_count, kCandidateCapacity, tau);
+  for_each_element<kStreamUnroll>(prefix, threadIdx.x, kThreads,
+                                  [&](const auto& x, int64_t offset) { list.offer(x, offset); });
+  for_each_element<kStreamUnroll>(rest, threadIdx.x, kThreads, [&](const auto& x, int64_t offset) {
+    accumulate(state, x, problem.k_exp);
+    list.offer(x, rest.first_index + offset);
+  });
+  // block_reduce starts with a barrier: after it every append is visible.
   const Normalizer normalizer(block_reduce<kThreads / 32>(state, problem.k_exp, scratch), problem.k_exp);
   if (threadIdx.x == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
 
@@ -45,24 +85,22 @@ __global__ void __launch_bounds__(kThreads, L <= 8 ? 2 : 1) topk_fused_kernel(To
     write_nan_row<kThreads>(k, probs, indices);
     return;
   }
-
-  const auto buffered_keys = [&](auto&& visit) {
-#pragma unroll
-    for (int i = 0; i < L; ++i)
-      if (buffer.keys[i] != kEmptyKey) visit(buffer.keys[i]);
-  };
-  block_topk_sorted<kThreads>(k, buffered_keys, storage);
-
-  if (__syncthreads_or(buffer.max_dropped > storage.sorted[k - 1])) {
-    block_topk_sorted<kThreads>(k, RowKeys<kThreads, T>{segment}, storage);
-  }
+  const unsigned listed = candidate_count;
+  const TopkKey* sorted =
+      listed <= kCandidateCapacity
+          ? block_topk_sorted<kThreads>(k, [&](auto&& visit) { list.for_each<kThreads>(listed, visit); }, storage)
+          : block_topk_sorted<kThreads>(k, RowKeys<kThreads, T>{RowSegment<T>(data, 0, problem.vocab)}, storage);
   for (unsigned j = threadIdx.x; j < k; j += kThreads)
-    write_topk_entry(storage.sorted[j], normalizer, problem.log_probs, probs + j, indices + j);
+    write_topk_entry(sorted[j], normalizer, problem.log_probs, probs + j, indices + j);
 }
 
-template <typename T, int L>
-void launch_buffer(const TopkProblem& problem, cudaStream_t stream) {
-  topk_fused_kernel<T, L><<<static_cast<unsigned>(problem.rows), kThreads, 0, stream>>>(problem);
+template <typename T, int LA>
+void launch_seeds(const TopkProblem& problem, cudaStream_t stream) {
+  auto* kernel = topk_fused_kernel<T, LA>;
+  // Static + dynamic shared memory passes the 48 KB default: opt in (per device, so per call).
+  SOFTK_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kCandidateBytes)));
+  kernel<<<static_cast<unsigned>(problem.rows), kThreads, kCandidateBytes, stream>>>(problem);
   SOFTK_CHECK_LAUNCH();
 }
 
@@ -71,14 +109,11 @@ void launch_buffer(const TopkProblem& problem, cudaStream_t stream) {
 void launch_topk_fused(const TopkProblem& problem, cudaStream_t stream) {
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
-    // Buffer length by K: with L >= K a buffer can never drop a winner, so the guard never
-    // fires; for larger K, L is sized so that random rows (winners spread over the threads,
-    // and W consecutive elements per thread for sorted rows) almost never need the redo.
-    if (problem.k <= 1) launch_buffer<T, 1>(problem, stream);
-    else if (problem.k <= 2) launch_buffer<T, 2>(problem, stream);
-    else if (problem.k <= 4) launch_buffer<T, 4>(problem, stream);
-    else if (problem.k <= 256) launch_buffer<T, 8>(problem, stream);
-    else launch_buffer<T, 16>(problem, stream);
+    // Seeds per thread: the K-th largest of the 512 x LA seed keys must exist (512 LA >= K)
+    // and sit close to the prefix's own K-th key, so that tau filters tightly.
+    if (problem.k <= 64) launch_seeds<T, 1>(problem, stream);
+    else if (problem.k <= 256) launch_seeds<T, 2>(problem, stream);
+    else launch_seeds<T, 4>(problem, stream);
   });
 }
 
