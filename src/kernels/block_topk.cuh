@@ -33,10 +33,13 @@ struct RowKeys {
 
   template <typename Visit>
   __device__ __forceinline__ void operator()(Visit&& visit) const {
-    for_each_element<4>(segment, threadIdx.x, kThreads, [&](const auto& x, int64_t offset) {
-      constexpr int W = std::extent_v<std::remove_reference_t<decltype(x)>>;
+    for_each_element<4>(segment, threadIdx.x, kThreads, [&](const auto& group) {
+      using Group = std::remove_reference_t<decltype(group)>;
 #pragma unroll
-      for (int i = 0; i < W; ++i) visit(make_key(x[i], segment.first_index + offset + i));
+      for (int n = 0; n < Group::kRuns; ++n)
+#pragma unroll
+        for (int i = 0; i < Group::kWidth; ++i)
+          visit(make_key(group.x[n][i], segment.first_index + group.offset[n] + i));
     });
   }
 };

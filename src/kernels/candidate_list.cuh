@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "kernels/row_segment.cuh"
 #include "kernels/topk_key.cuh"
 
 namespace softk::kernels {
@@ -23,31 +24,31 @@ struct CandidateList {
     threshold_value = threshold == kEmptyKey ? -CUDART_INF_F : key_value(threshold);
   }
 
-  /// Appends the keys of x[0..W) (token ids first_index...) that reach the threshold. Callable
-  /// from divergent code: the aggregation is over the lanes that arrive together.
-  template <int W>
-  __device__ __forceinline__ void offer(const float (&x)[W], int64_t first_index) const {
-    float vector_max = x[0];
+  /// Appends the keys of a group's elements that reach the threshold. Callable from divergent
+  /// code: the aggregation is over the lanes that arrive together.
+  template <int N, int W>
+  __device__ __forceinline__ void offer(const ElementGroup<N, W>& group, int64_t first_index) const {
+    // One compare rejects the whole group, the common case. (-inf >= -inf keeps a masked
+    // row's candidates when the threshold is itself -inf; NaN rows are never read back.)
+    if (!(group_max(group) >= threshold_value)) return;
 #pragma unroll
-    for (int i = 1; i < W; ++i) vector_max = fmaxf(vector_max, x[i]);
-    // NaN rows never get here usefully (their result is overwritten), and -inf >= -inf keeps
-    // a masked row's candidates when the threshold is itself -inf.
-    if (!(vector_max >= threshold_value)) return;
+    for (int n = 0; n < N; ++n) {
 #pragma unroll
-    for (int i = 0; i < W; ++i) {
-      const TopkKey key = make_key(x[i], first_index + i);
-      const bool take = key >= threshold;
-      const unsigned lanes = __activemask();
-      const unsigned takers = __ballot_sync(lanes, take);
-      if (takers == 0) continue;
-      const int lane = static_cast<int>(threadIdx.x % 32);
-      const int leader = __ffs(takers) - 1;
-      unsigned base = 0;
-      if (lane == leader) base = atomicAdd(count, static_cast<unsigned>(__popc(takers)));
-      base = __shfl_sync(lanes, base, leader);
-      if (take) {
-        const unsigned slot = base + static_cast<unsigned>(__popc(takers & ((1u << lane) - 1u)));
-        if (slot < capacity) keys[slot] = key;
+      for (int i = 0; i < W; ++i) {
+        const TopkKey key = make_key(group.x[n][i], first_index + group.offset[n] + i);
+        const bool take = key >= threshold;
+        const unsigned lanes = __activemask();
+        const unsigned takers = __ballot_sync(lanes, take);
+        if (takers == 0) continue;
+        const int lane = static_cast<int>(threadIdx.x % 32);
+        const int leader = __ffs(takers) - 1;
+        unsigned base = 0;
+        if (lane == leader) base = atomicAdd(count, static_cast<unsigned>(__popc(takers)));
+        base = __shfl_sync(lanes, base, leader);
+        if (take) {
+          const unsigned slot = base + static_cast<unsigned>(__popc(takers & ((1u << lane) - 1u)));
+          if (slot < capacity) keys[slot] = key;
+        }
       }
     }
   }

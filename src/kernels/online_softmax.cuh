@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 #include <math_constants.h>
 
+#include "kernels/row_segment.cuh"
 #include "softk/types.hpp"
 
 namespace softk::kernels {
@@ -50,22 +51,25 @@ __device__ __forceinline__ float weight_nonfinite_max(float x, float m) {
   return (x == m && m > 0.0f) ? 1.0f : 0.0f;
 }
 
-/// Folds W logits into the state with one rescale per vector, not per element.
-template <int W>
-__device__ __forceinline__ void accumulate(SoftmaxState& state, const float (&x)[W], float k) {
-  float vector_max = x[0];
-#pragma unroll
-  for (int i = 1; i < W; ++i) vector_max = fmaxf(vector_max, x[i]);
-  const float m = fmaxf(state.max, vector_max);
-  float sum = state.sum * rescale(state.max, m, k);
+/// Folds a group of logits into the state: one tree max, one rescale, one tree sum, so the
+/// dependency chain per group is a few levels deep rather than one step per element.
+template <int N, int W>
+__device__ __forceinline__ void accumulate(SoftmaxState& state, const ElementGroup<N, W>& group, float k) {
+  const float m = fmaxf(state.max, group_max(group));
+  float weights[N * W];
   if (isfinite(m)) {
 #pragma unroll
-    for (int i = 0; i < W; ++i) sum += weight(x[i], m, k);
+    for (int n = 0; n < N; ++n)
+#pragma unroll
+      for (int i = 0; i < W; ++i) weights[n * W + i] = weight(group.x[n][i], m, k);
   } else {
 #pragma unroll
-    for (int i = 0; i < W; ++i) sum += weight_nonfinite_max(x[i], m);
+    for (int n = 0; n < N; ++n)
+#pragma unroll
+      for (int i = 0; i < W; ++i) weights[n * W + i] = weight_nonfinite_max(group.x[n][i], m);
   }
-  state = {m, sum};
+  const float sum = tree_reduce(weights, [](float a, float b) { return a + b; });
+  state = {m, state.sum * rescale(state.max, m, k) + sum};
 }
 
 /// Butterfly over the 32 lanes of a full warp: every lane ends with the merged state.

@@ -37,17 +37,63 @@ struct RowSegment {
   __device__ __forceinline__ int edges() const { return head + tail; }
 };
 
-/// Visits every element of `segment` once across `threads` cooperating threads, as
-/// visit(const float (&x)[W], int64_t offset) with W = the vector width for the body and W = 1
-/// for head and tail elements. UNROLL vector loads are issued before any is used, so that each
-/// thread keeps several 16-byte loads in flight.
+/// N runs of W consecutive elements of a segment, widened to fp32: run n is x[n][0..W) and
+/// starts at element offset[n] of the segment. Visitors get a whole group at once so that they
+/// can reduce it as a tree (one rescale, a shallow dependency chain) instead of one long chain.
+template <int N, int W>
+struct ElementGroup {
+  static constexpr int kRuns = N;
+  static constexpr int kWidth = W;
+  float x[N][W];
+  int64_t offset[N];
+};
+
+/// One level of a pairwise tree over v[0..Width): v[i] = op(v[i], v[i + ceil(Width / 2)]).
+/// Levels recurse at compile time, so every index is a constant and v stays in registers.
+template <int Width, int S, typename Op>
+__device__ __forceinline__ void tree_level(float (&v)[S], Op op) {
+  if constexpr (Width > 1) {
+    constexpr int kHalf = (Width + 1) / 2;
+#pragma unroll
+    for (int i = 0; i < Width / 2; ++i) v[i] = op(v[i], v[i + kHalf]);
+    tree_level<kHalf>(v, op);
+  }
+}
+
+/// Reduces v[0..S) pairwise as a tree (depth ceil(log2 S)), overwriting v.
+template <int S, typename Op>
+__device__ __forceinline__ float tree_reduce(float (&v)[S], Op op) {
+  tree_level<S>(v, op);
+  return v[0];
+}
+
+template <int N, int W>
+__device__ __forceinline__ float group_max(const ElementGroup<N, W>& group) {
+  float v[N * W];
+#pragma unroll
+  for (int n = 0; n < N; ++n)
+#pragma unroll
+    for (int i = 0; i < W; ++i) v[n * W + i] = group.x[n][i];
+  return tree_reduce(v, [](float a, float b) { return fmaxf(a, b); });
+}
+
+/// Vectors per visited group: at most 16 elements, so that a group's fp32 values and the
+/// visitor's temporaries fit the register budget of a 64-register kernel.
+template <int UNROLL, int W>
+constexpr int kGroupVectors = UNROLL * W > 16 ? 16 / W : UNROLL;
+
+/// Visits every element of `segment` once across `threads` cooperating threads. The body goes
+/// UNROLL vectors at a time (all loads issued before any is used, so each thread keeps UNROLL
+/// 16-byte loads in flight), visited as groups of kGroupVectors vectors; leftover vectors come
+/// as ElementGroup<1, W> and the scalar head and tail as ElementGroup<1, 1>.
 template <int UNROLL, typename T, typename Visit>
 __device__ __forceinline__ void for_each_element(const RowSegment<T>& segment, int thread, int threads, Visit&& visit) {
   constexpr int W = RowSegment<T>::kWidth;
   for (int e = thread; e < segment.edges(); e += threads) {
-    const int64_t offset = segment.edge_offset(e);
-    const float x[1] = {to_float(segment.data[offset])};
-    visit(x, offset);
+    ElementGroup<1, 1> group;
+    group.offset[0] = segment.edge_offset(e);
+    group.x[0][0] = to_float(segment.data[group.offset[0]]);
+    visit(group);
   }
   const RawVector* body = segment.body();
   const int64_t vectors = segment.body_vectors;
@@ -56,17 +102,24 @@ __device__ __forceinline__ void for_each_element(const RowSegment<T>& segment, i
     RawVector raw[UNROLL];
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) raw[u] = load_vector(body + v + int64_t{u} * threads);
+    constexpr int G = kGroupVectors<UNROLL, W>;
+    static_assert(UNROLL % G == 0, "UNROLL must split into whole groups");
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      float x[W];
-      widen<T>(raw[u], x);
-      visit(x, segment.body_offset(v + int64_t{u} * threads));
+    for (int g = 0; g < UNROLL; g += G) {
+      ElementGroup<G, W> group;
+#pragma unroll
+      for (int u = 0; u < G; ++u) {
+        widen<T>(raw[g + u], group.x[u]);
+        group.offset[u] = segment.body_offset(v + int64_t{g + u} * threads);
+      }
+      visit(group);
     }
   }
   for (; v < vectors; v += threads) {
-    float x[W];
-    widen<T>(load_vector(body + v), x);
-    visit(x, segment.body_offset(v));
+    ElementGroup<1, W> group;
+    widen<T>(load_vector(body + v), group.x[0]);
+    group.offset[0] = segment.body_offset(v);
+    visit(group);
   }
 }
 

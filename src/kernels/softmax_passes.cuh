@@ -17,7 +17,7 @@ template <int kThreads, typename T>
 __device__ __forceinline__ SoftmaxState segment_state(const RowSegment<T>& segment, float k, SoftmaxState* scratch) {
   SoftmaxState state = empty_state();
   for_each_element<kStreamUnroll>(segment, threadIdx.x, kThreads,
-                                  [&](const auto& x, int64_t) { accumulate(state, x, k); });
+                                  [&](const auto& group) { accumulate(state, group, k); });
   return block_reduce<kThreads / 32>(state, k, scratch);
 }
 
@@ -27,12 +27,16 @@ template <int kThreads, typename T, typename OutT>
 __device__ __forceinline__ void write_probabilities(const RowSegment<T>& segment, const Normalizer& normalizer,
                                                     OutT* out) {
   const bool aligned = reinterpret_cast<uintptr_t>(out + segment.head) % 16 == 0;
-  for_each_element<kStreamUnroll>(segment, threadIdx.x, kThreads, [&](const auto& x, int64_t offset) {
-    constexpr int W = std::extent_v<std::remove_reference_t<decltype(x)>>;
-    float p[W];
+  for_each_element<kStreamUnroll>(segment, threadIdx.x, kThreads, [&](const auto& group) {
+    using Group = std::remove_reference_t<decltype(group)>;
+    constexpr int W = Group::kWidth;
 #pragma unroll
-    for (int i = 0; i < W; ++i) p[i] = normalizer.probability(x[i]);
-    store_outputs<OutT, W>(out + offset, p, W == 1 || aligned);
+    for (int n = 0; n < Group::kRuns; ++n) {
+      float p[W];
+#pragma unroll
+      for (int i = 0; i < W; ++i) p[i] = normalizer.probability(group.x[n][i]);
+      store_outputs<OutT, W>(out + group.offset[n], p, W == 1 || aligned);
+    }
   });
 }
 

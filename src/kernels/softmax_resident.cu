@@ -55,15 +55,17 @@ __global__ void __launch_bounds__(Shape::kBlockThreads, 1024 / Shape::kBlockThre
   const RawVector* body = segment.body();
   const float k = problem.k;
 
-  // Pass 1: every load is issued before the first is used.
+  // Pass 1: every load is issued before the first is used; vectors are folded in pairs (a
+  // missing vector reads as -inf, which weighs nothing).
   SoftmaxState state = empty_state();
   float edge = 0.0f;  // at most 2W - 2 < 32 head/tail elements: one per thread
   const bool has_edge = thread < segment.edges();
   if (has_edge) {
-    edge = to_float(segment.data[segment.edge_offset(thread)]);
-    const float one[1] = {edge};
-    accumulate(state, one, k);
+    ElementGroup<1, 1> group;
+    group.x[0][0] = edge = to_float(segment.data[segment.edge_offset(thread)]);
+    accumulate(state, group, k);
   }
+  static_assert(kCached % 2 == 0, "cached vectors are folded in pairs");
   RawVector cache[kCached];
 #pragma unroll
   for (int j = 0; j < kCached; ++j) {
@@ -71,13 +73,18 @@ __global__ void __launch_bounds__(Shape::kBlockThreads, 1024 / Shape::kBlockThre
     if (v < segment.body_vectors) cache[j] = load_vector(body + v);
   }
 #pragma unroll
-  for (int j = 0; j < kCached; ++j) {
-    const int64_t v = int64_t{j} * kThreads + thread;
-    if (v < segment.body_vectors) {
-      float x[W];
-      widen<T>(cache[j], x);
-      accumulate(state, x, k);
+  for (int j = 0; j < kCached; j += 2) {
+    ElementGroup<2, W> group;
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      if (int64_t{j + u} * kThreads + thread < segment.body_vectors) {
+        widen<T>(cache[j + u], group.x[u]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < W; ++i) group.x[u][i] = -CUDART_INF_F;
+      }
     }
+    accumulate(state, group, k);
   }
   constexpr int64_t kInRegisters = int64_t{kCached} * kThreads;
   if constexpr (kUseShared) {
@@ -91,19 +98,22 @@ __global__ void __launch_bounds__(Shape::kBlockThreads, 1024 / Shape::kBlockThre
 #pragma unroll
       for (int u = 0; u < kSharedUnroll; ++u) raw[u] = load_vector(body + v + int64_t{u} * kThreads);
 #pragma unroll
-      for (int u = 0; u < kSharedUnroll; ++u) {
-        shared_row[v + int64_t{u} * kThreads - kInRegisters] = raw[u];
-        float x[W];
-        widen<T>(raw[u], x);
-        accumulate(state, x, k);
+      for (int u = 0; u < kSharedUnroll; ++u) shared_row[v + int64_t{u} * kThreads - kInRegisters] = raw[u];
+      constexpr int G = kGroupVectors<kSharedUnroll, W>;
+#pragma unroll
+      for (int g = 0; g < kSharedUnroll; g += G) {
+        ElementGroup<G, W> group;
+#pragma unroll
+        for (int u = 0; u < G; ++u) widen<T>(raw[g + u], group.x[u]);
+        accumulate(state, group, k);
       }
     }
     for (; v < segment.body_vectors; v += kThreads) {
       const RawVector raw = load_vector(body + v);
       shared_row[v - kInRegisters] = raw;
-      float x[W];
-      widen<T>(raw, x);
-      accumulate(state, x, k);
+      ElementGroup<1, W> group;
+      widen<T>(raw, group.x[0]);
+      accumulate(state, group, k);
     }
   }
   const SoftmaxState total = kThreads == 32 ? warp_reduce(state, k) : block_reduce<kThreads / 32>(state, k, scratch);

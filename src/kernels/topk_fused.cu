@@ -28,21 +28,21 @@ namespace softk::kernels {
 namespace {
 
 constexpr int kThreads = 512;
-/// Candidate list capacity (32 KB of dynamic shared memory). The prefix is sized so that the
-/// expected list, about K / prefix fraction keys, stays near half of it.
-constexpr unsigned kCandidateCapacity = 4096;
+/// Candidate list capacity (64 KB of dynamic shared memory, two blocks per SM). The prefix is
+/// sized so that the expected list, about K / prefix fraction keys, stays near half of it.
+constexpr unsigned kCandidateCapacity = 8192;
 constexpr std::size_t kCandidateBytes = kCandidateCapacity * sizeof(TopkKey);
 
-/// Elements in phase A: a fraction K / 2048 of the row (between 1/16 and 1/2), at least 4K
+/// Elements in phase A: a fraction K / 4096 of the row (between 1/32 and 1/4), at least 4K
 /// elements, a multiple of 16 so that phase B's vectors keep the row's 16-byte phase.
 __host__ __device__ __forceinline__ int64_t prefix_length(int64_t vocab, int32_t k) {
-  const int64_t by_fraction = vocab * std::min<int64_t>(std::max<int64_t>(k, 128), 1024) / 2048;
+  const int64_t by_fraction = vocab * std::min<int64_t>(std::max<int64_t>(k, 128), 1024) / 4096;
   const int64_t wanted = std::max<int64_t>(by_fraction, int64_t{4} * k);
   return std::min<int64_t>(vocab, (wanted + 15) / 16 * 16);
 }
 
 template <typename T, int LA>
-__global__ void __launch_bounds__(kThreads) topk_fused_kernel(TopkProblem problem) {
+__global__ void __launch_bounds__(kThreads, 2) topk_fused_kernel(TopkProblem problem) {
   extern __shared__ TopkKey candidate_keys[];
   __shared__ SoftmaxState scratch[kThreads / 32];
   __shared__ BlockTopkStorage storage;
@@ -58,22 +58,23 @@ __global__ void __launch_bounds__(kThreads) topk_fused_kernel(TopkProblem proble
   // Phase A.
   SoftmaxState state = empty_state();
   TopkBuffer<LA> seeds;
-  for_each_element<kStreamUnroll>(prefix, threadIdx.x, kThreads, [&](const auto& x, int64_t offset) {
-    accumulate(state, x, problem.k_exp);
+  for_each_element<kStreamUnroll>(prefix, threadIdx.x, kThreads, [&](const auto& group) {
+    using Group = std::remove_reference_t<decltype(group)>;
+    accumulate(state, group, problem.k_exp);
 #pragma unroll
-    for (int i = 0; i < static_cast<int>(std::extent_v<std::remove_reference_t<decltype(x)>>); ++i)
-      seeds.push(make_key(x[i], offset + i));
+    for (int n = 0; n < Group::kRuns; ++n)
+#pragma unroll
+      for (int i = 0; i < Group::kWidth; ++i) seeds.push(make_key(group.x[n][i], group.offset[n] + i));
   });
   if (threadIdx.x == 0) candidate_count = 0;
   const TopkKey tau = block_radix_select<kThreads>(k, [&](auto&& visit) { seeds.for_each(visit); }, storage.select);
 
   // Phase B. (block_radix_select ended on a barrier, so candidate_count = 0 is visible.)
   const CandidateList list(candidate_keys, &candidate_count, kCandidateCapacity, tau);
-  for_each_element<kStreamUnroll>(prefix, threadIdx.x, kThreads,
-                                  [&](const auto& x, int64_t offset) { list.offer(x, offset); });
-  for_each_element<kStreamUnroll>(rest, threadIdx.x, kThreads, [&](const auto& x, int64_t offset) {
-    accumulate(state, x, problem.k_exp);
-    list.offer(x, rest.first_index + offset);
+  for_each_element<kStreamUnroll>(prefix, threadIdx.x, kThreads, [&](const auto& group) { list.offer(group, 0); });
+  for_each_element<kStreamUnroll>(rest, threadIdx.x, kThreads, [&](const auto& group) {
+    accumulate(state, group, problem.k_exp);
+    list.offer(group, rest.first_index);
   });
   // block_reduce starts with a barrier: after it every append is visible.
   const Normalizer normalizer(block_reduce<kThreads / 32>(state, problem.k_exp, scratch), problem.k_exp);
@@ -110,10 +111,10 @@ void launch_topk_fused(const TopkProblem& problem, cudaStream_t stream) {
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
     // Seeds per thread: the K-th largest of the 512 x LA seed keys must exist (512 LA >= K)
-    // and sit close to the prefix's own K-th key, so that tau filters tightly.
+    // and sit close to the prefix's own K-th key, so that tau filters tightly. Each seed slot
+    // costs two 64-bit min/max per element of the prefix, so no more than needed.
     if (problem.k <= 64) launch_seeds<T, 1>(problem, stream);
-    else if (problem.k <= 256) launch_seeds<T, 2>(problem, stream);
-    else launch_seeds<T, 4>(problem, stream);
+    else launch_seeds<T, 2>(problem, stream);
   });
 }
 

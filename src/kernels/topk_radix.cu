@@ -48,7 +48,7 @@ RadixWorkspace carve(int64_t rows, int32_t k, void* base) {
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads) topk_radix_gather_kernel(TopkProblem problem, RadixWorkspace w) {
+__global__ void __launch_bounds__(kThreads, 2) topk_radix_gather_kernel(TopkProblem problem, RadixWorkspace w) {
   __shared__ SoftmaxState scratch[kThreads / 32];
   __shared__ RadixSelectStorage select;
   __shared__ unsigned count;
