@@ -1,12 +1,12 @@
 // Fused softmax + top-k, a block per row, one read of the row from DRAM.
 //
 //  Phase A  streams a prefix of the row: folds it into the softmax state and keeps each
-//           thread's top-LA keys in registers (branch-free). A block radix select over those
-//           keys gives tau, the K-th largest key of a subset of the row, so tau <= the row's
-//           K-th key: every winner is >= tau.
+//           thread's top-LA logits in registers (branch-free). A block radix select over those
+//           gives tau, the K-th largest logit of a subset of the row, so tau <= the row's K-th
+//           logit: every winner is >= tau.
 //  Phase B  re-reads the prefix (from L2) and streams the rest, folding the rest into the
-//           state and appending every key >= tau to a shared-memory candidate list. A vector
-//           whose maximum is below tau costs one compare.
+//           state and appending the key of every logit >= tau to a shared-memory candidate
+//           list. A group of elements whose maximum is below tau costs one compare.
 //  Select   the K largest candidates are the row's top-K, sorted in shared memory and written
 //           with exp(x - m) / d.
 //
@@ -57,20 +57,27 @@ __global__ void __launch_bounds__(kThreads, 2) topk_fused_kernel(TopkProblem pro
 
   // Phase A.
   SoftmaxState state = empty_state();
-  TopkBuffer<LA> seeds;
+  SeedBuffer<LA> seeds;
   for_each_element<kStreamUnroll>(prefix, threadIdx.x, kThreads, [&](const auto& group) {
     using Group = std::remove_reference_t<decltype(group)>;
     accumulate(state, group, problem.k_exp);
 #pragma unroll
     for (int n = 0; n < Group::kRuns; ++n)
 #pragma unroll
-      for (int i = 0; i < Group::kWidth; ++i) seeds.push(make_key(group.x[n][i], group.offset[n] + i));
+      for (int i = 0; i < Group::kWidth; ++i) seeds.push(group.x[n][i]);
   });
   if (threadIdx.x == 0) candidate_count = 0;
-  const TopkKey tau = block_radix_select<kThreads>(k, [&](auto&& visit) { seeds.for_each(visit); }, storage.select);
+  // Seeds carry no index: key them with the lowest index part, so the selected key's value is
+  // the K-th largest seed value (repeats count) and every logit equal to it passes.
+  const auto seed_keys = [&](auto&& visit) {
+#pragma unroll
+    for (int i = 0; i < LA; ++i) visit(make_key(seeds.values[i], 0xFFFFFFFFu));
+  };
+  const TopkKey tau = block_radix_select<kThreads>(k, seed_keys, storage.select);
 
   // Phase B. (block_radix_select ended on a barrier, so candidate_count = 0 is visible.)
-  const CandidateList list(candidate_keys, &candidate_count, kCandidateCapacity, tau);
+  const CandidateList list{candidate_keys, &candidate_count, kCandidateCapacity,
+                           tau == kEmptyKey ? -CUDART_INF_F : key_value(tau)};
   for_each_element<kStreamUnroll>(prefix, threadIdx.x, kThreads, [&](const auto& group) { list.offer(group, 0); });
   for_each_element<kStreamUnroll>(rest, threadIdx.x, kThreads, [&](const auto& group) {
     accumulate(state, group, problem.k_exp);
@@ -110,11 +117,13 @@ void launch_seeds(const TopkProblem& problem, cudaStream_t stream) {
 void launch_topk_fused(const TopkProblem& problem, cudaStream_t stream) {
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
-    // Seeds per thread: the K-th largest of the 512 x LA seed keys must exist (512 LA >= K)
-    // and sit close to the prefix's own K-th key, so that tau filters tightly. Each seed slot
-    // costs two 64-bit min/max per element of the prefix, so no more than needed.
+    // Seeds per thread: the K-th largest of the 512 x LA seeds must exist (512 LA >= K) and
+    // sit close to the prefix's own K-th logit, so that tau filters tightly: LA well above
+    // the K / 512 winners a thread holds on average. Each slot costs two fmaxf/fminf per
+    // element of the prefix.
     if (problem.k <= 64) launch_seeds<T, 1>(problem, stream);
-    else launch_seeds<T, 2>(problem, stream);
+    else if (problem.k <= 256) launch_seeds<T, 2>(problem, stream);
+    else launch_seeds<T, 4>(problem, stream);
   });
 }
 
