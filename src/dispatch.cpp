@@ -4,13 +4,19 @@
 
 namespace softk::detail {
 
+// Crossovers measured on an H200 (132 SMs), bench/RESULTS.md "Softmax dispatch":
+//  - split-k wins up to ~16 rows (8 x 32000: 9.1 us vs 10.5 for a block per row) and loses
+//    from 64 rows on (64 x 128256 f32: 42 us two-pass vs 59 split-k);
+//  - below ~24K columns a row is too short to repay split-k's second launch (4 x 16K: two-pass);
+//  - the register kernel wins only while a row fits 256 threads x 4 vectors and there are
+//    enough rows to fill the GPU (2048 x 4K f32: 21.5 us vs 23 two-pass; 128 x 1K: two-pass);
+//  - everything else is two-pass; the register + shared-memory tier never won a measured shape
+//    (256 x 128256 bf16: 137 us vs 103 two-pass), so auto does not choose it.
 SoftmaxAlgorithm choose_softmax_algorithm(int64_t rows, int64_t vocab, DType dtype, const DeviceInfo& device) {
-  // Too few rows to give every SM a block: cut rows across CTAs once a row is long enough to
-  // repay the second launch (crossover measured in bench/RESULTS.md, "softmax dispatch").
-  const bool few_rows = rows * 2 < device.sm_count;
-  if (few_rows && vocab >= 65536) return SoftmaxAlgorithm::split_k;
-  if (vocab <= kernels::register_capacity(dtype)) return SoftmaxAlgorithm::register_resident;
-  if (vocab <= kernels::shared_memory_capacity(dtype, device)) return SoftmaxAlgorithm::shared_memory;
+  const bool few_rows = rows * 8 <= device.sm_count;
+  if (few_rows && vocab >= 24576) return SoftmaxAlgorithm::split_k;
+  const bool many_rows = rows >= int64_t{2} * device.sm_count;
+  if (many_rows && vocab <= kernels::register_capacity(dtype)) return SoftmaxAlgorithm::register_resident;
   return SoftmaxAlgorithm::two_pass;
 }
 

@@ -9,8 +9,11 @@ namespace softk {
 
 /// How a softmax row is computed. `automatic` lets the dispatcher choose from measured
 /// crossovers (bench/RESULTS.md); the others force one algorithm, for tests and benchmarks.
-///  - register_resident: one read of the row, cached in registers (V up to ~32K).
-///  - shared_memory:     one read, cached in registers + dynamic shared memory (V up to ~100K).
+///  - register_resident: one read of the row, cached in registers (V up to 4096 fp32, 8192
+///                       fp16/bf16).
+///  - shared_memory:     one read, cached in registers + dynamic shared memory (V up to ~72K
+///                       fp32, ~144K fp16/bf16 on Hopper). Forced only: it lost to two_pass at
+///                       every measured shape, so automatic never picks it.
 ///  - two_pass:          any V; the second read of a row mostly hits L2.
 ///  - split_k:           a row is cut into chunks across CTAs; for few rows and huge V.
 /// A forced algorithm that cannot hold the row (register_resident or shared_memory past their

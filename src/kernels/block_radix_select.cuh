@@ -18,14 +18,16 @@ struct RadixSelectStorage {
 };
 
 /// Every thread of the block calls this with the same k; every thread gets the same threshold.
+/// kLowestShift: the low bits below it are not examined (32 when only the value half of the
+/// keys matters), so the search takes at most (64 - kLowestShift) / 8 passes.
 /// `for_each_key(visit)` must visit, across the block, the same set of unique keys on every call.
 /// With fewer than k keys there is no k-th key: the result is kEmptyKey (every key passes).
-template <int kThreads, typename ForEachKey>
+template <int kThreads, int kLowestShift = 0, typename ForEachKey>
 __device__ TopkKey block_radix_select(unsigned k, ForEachKey&& for_each_key, RadixSelectStorage& storage) {
   TopkKey prefix = 0;
   TopkKey decided = 0;  // mask of the bits fixed so far
   unsigned remaining = k;
-  for (int shift = 56; shift >= 0; shift -= 8) {
+  for (int shift = 56; shift >= kLowestShift; shift -= 8) {
     for (int b = threadIdx.x; b < 256; b += kThreads) storage.histogram[b] = 0;
     __syncthreads();
     for_each_key([&](TopkKey key) {

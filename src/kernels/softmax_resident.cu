@@ -1,6 +1,7 @@
 // Resident softmax: the row is read from DRAM once and kept on chip between the reduction and
 // the write. Two tiers of one kernel:
-//  - register_resident: each thread caches kRegisterVectors 16-byte vectors in registers;
+//  - register_resident: each thread caches kRegisterVectors 16-byte vectors in registers
+//    (V up to 4096 fp32 / 8192 fp16/bf16);
 //  - shared_memory: 1024 threads x 4 vectors in registers, and the rest of the row in dynamic
 //    shared memory (opted in above 48 KB), for V up to ~72K fp32 / ~144K fp16/bf16 on Hopper.
 // Vectors are cached raw (4 registers each, whatever the dtype) and widened on use.
@@ -27,14 +28,14 @@ struct ResidentShape {
   static constexpr int64_t capacity() { return int64_t{kThreadsPerRow} * kRegisterVectors * kVectorWidth<T>; }
 };
 
-// The register tiers, smallest first; the launcher takes the first that holds the row.
+// The register tiers, smallest first; the launcher takes the first that holds the row. Larger
+// tiers (512 and 1024 threads x 8 vectors) were measured and lost to two-pass at every shape
+// they could hold (bench/RESULTS.md), so the register kernel stops at 256 x 4 vectors.
 using Tier0 = ResidentShape<32, 2>;
 using Tier1 = ResidentShape<32, 8>;
 using Tier2 = ResidentShape<256, 4>;
-using Tier3 = ResidentShape<512, 8>;
-using Tier4 = ResidentShape<1024, 8>;
-// The shared tier keeps fewer vectors in registers than Tier4: at 1024 threads (64 registers)
-// its four loads in flight need the room.
+// The shared tier: 1024 threads x 4 vectors in registers (at 64 registers a thread, its four
+// loads in flight need the room), the rest in dynamic shared memory.
 using SharedTier = ResidentShape<1024, 4>;
 
 template <typename T, typename OutT, typename Shape, bool kUseShared>
@@ -170,7 +171,7 @@ constexpr std::size_t kSharedTierStaticBytes = 4096;
 
 int64_t register_capacity(DType dtype) {
   int64_t capacity = 0;
-  with_input_type(dtype, [&](auto in) { capacity = Tier4::capacity<typename decltype(in)::type>(); });
+  with_input_type(dtype, [&](auto in) { capacity = Tier2::capacity<typename decltype(in)::type>(); });
   return capacity;
 }
 
@@ -193,9 +194,7 @@ void launch_softmax_register(const SoftmaxProblem& problem, cudaStream_t stream)
     const int64_t v = problem.vocab;
     if (v <= Tier0::capacity<T>()) launch_shape<T, OutT, Tier0, false>(problem, 0, stream);
     else if (v <= Tier1::capacity<T>()) launch_shape<T, OutT, Tier1, false>(problem, 0, stream);
-    else if (v <= Tier2::capacity<T>()) launch_shape<T, OutT, Tier2, false>(problem, 0, stream);
-    else if (v <= Tier3::capacity<T>()) launch_shape<T, OutT, Tier3, false>(problem, 0, stream);
-    else launch_shape<T, OutT, Tier4, false>(problem, 0, stream);  // the op layer checked capacity
+    else launch_shape<T, OutT, Tier2, false>(problem, 0, stream);  // the op layer checked capacity
   });
 }
 

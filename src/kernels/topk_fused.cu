@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kThreads, 2) topk_fused_kernel(TopkProblem pro
 #pragma unroll
     for (int i = 0; i < LA; ++i) visit(make_key(seeds.values[i], 0xFFFFFFFFu));
   };
-  const TopkKey tau = block_radix_select<kThreads>(k, seed_keys, storage.select);
+  const TopkKey tau = block_radix_select<kThreads, 32>(k, seed_keys, storage.select);
 
   // Phase B. (block_radix_select ended on a barrier, so candidate_count = 0 is visible.)
   const CandidateList list{candidate_keys, &candidate_count, kCandidateCapacity,
