@@ -8,8 +8,9 @@ namespace softk::detail {
 //  - split-k wins up to ~16 rows (8 x 32000: 9.1 us vs 10.5 for a block per row) and loses
 //    from 64 rows on (64 x 128256 f32: 42 us two-pass vs 59 split-k);
 //  - below ~24K columns a row is too short to repay split-k's second launch (4 x 16K: two-pass);
-//  - the register kernel wins only while a row fits 256 threads x 4 vectors and there are
-//    enough rows to fill the GPU (2048 x 4K f32: 21.5 us vs 23 two-pass; 128 x 1K: two-pass);
+//  - the register kernel wins only while a row fits 256 threads x 6 vectors and there are
+//    enough rows to fill the GPU (2048 x 4K f32: 21.5 us vs 23 two-pass; 128 x 1K: two-pass;
+//    2048 x 8K f32, past its capacity: two-pass 38 us vs 50 for the old 512-thread tier);
 //  - everything else is two-pass; the register + shared-memory tier never won a measured shape
 //    (256 x 128256 bf16: 137 us vs 103 two-pass), so auto does not choose it.
 SoftmaxAlgorithm choose_softmax_algorithm(int64_t rows, int64_t vocab, DType dtype, const DeviceInfo& device) {

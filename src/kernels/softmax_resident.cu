@@ -1,7 +1,7 @@
 // Resident softmax: the row is read from DRAM once and kept on chip between the reduction and
 // the write. Two tiers of one kernel:
 //  - register_resident: each thread caches kRegisterVectors 16-byte vectors in registers
-//    (V up to 4096 fp32 / 8192 fp16/bf16);
+//    (V up to 6144 fp32 / 12288 fp16/bf16);
 //  - shared_memory: 1024 threads x 4 vectors in registers, and the rest of the row in dynamic
 //    shared memory (opted in above 48 KB), for V up to ~72K fp32 / ~144K fp16/bf16 on Hopper.
 // Vectors are cached raw (4 registers each, whatever the dtype) and widened on use.
@@ -30,10 +30,10 @@ struct ResidentShape {
 
 // The register tiers, smallest first; the launcher takes the first that holds the row. Larger
 // tiers (512 and 1024 threads x 8 vectors) were measured and lost to two-pass at every shape
-// they could hold (bench/RESULTS.md), so the register kernel stops at 256 x 4 vectors.
+// they could hold (bench/RESULTS.md), so the register kernel stops at 256 x 6 vectors.
 using Tier0 = ResidentShape<32, 2>;
 using Tier1 = ResidentShape<32, 8>;
-using Tier2 = ResidentShape<256, 4>;
+using Tier2 = ResidentShape<256, 6>;
 // The shared tier: 1024 threads x 4 vectors in registers (at 64 registers a thread, its four
 // loads in flight need the room), the rest in dynamic shared memory.
 using SharedTier = ResidentShape<1024, 4>;
