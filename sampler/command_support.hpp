@@ -33,7 +33,8 @@ inline const std::vector<softk::SoftmaxAlgorithm> kSoftmaxAlgorithms = {
     softk::SoftmaxAlgorithm::automatic, softk::SoftmaxAlgorithm::register_resident,
     softk::SoftmaxAlgorithm::shared_memory, softk::SoftmaxAlgorithm::two_pass, softk::SoftmaxAlgorithm::split_k};
 inline const std::vector<softk::TopkAlgorithm> kTopkAlgorithms = {
-    softk::TopkAlgorithm::automatic, softk::TopkAlgorithm::fused, softk::TopkAlgorithm::radix_select};
+    softk::TopkAlgorithm::automatic, softk::TopkAlgorithm::fused, softk::TopkAlgorithm::radix_select,
+    softk::TopkAlgorithm::split_k};
 
 /// Adds option `name` taking one of `choices` by name (CLI11 rejects any other, listing them)
 /// and storing the matching value in `target`, which must outlive the parse.

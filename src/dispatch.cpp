@@ -21,4 +21,18 @@ SoftmaxAlgorithm choose_softmax_algorithm(int64_t rows, int64_t vocab, DType dty
   return SoftmaxAlgorithm::two_pass;
 }
 
+// Top-k: K past the fused path's limit goes to radix select. Otherwise split-k while the rows
+// alone leave SMs idle and a row is long enough to cut (crossover in bench/RESULTS.md, "Top-k
+// dispatch"), else a block per row.
+int64_t max_split_k_topk_rows(int64_t vocab, int32_t k, const DeviceInfo& device) {
+  if (k > kMaxFastTopK || vocab < 16384) return 0;
+  return device.sm_count / 4;
+}
+
+TopkAlgorithm choose_topk_algorithm(int64_t rows, int64_t vocab, int32_t k, const DeviceInfo& device) {
+  if (k > kMaxFastTopK) return TopkAlgorithm::radix_select;
+  if (rows <= max_split_k_topk_rows(vocab, k, device)) return TopkAlgorithm::split_k;
+  return TopkAlgorithm::fused;
+}
+
 }  // namespace softk::detail

@@ -1,25 +1,56 @@
-// softk::topk: validate, pick the fused or the radix path, launch.
+// softk::topk: validate, pick the fused, split-k or radix path, launch.
 #include "softk/topk.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "device_info.hpp"
+#include "dispatch.hpp"
 #include "kernels/topk_launch.hpp"
 #include "validate.hpp"
 
 namespace softk {
 namespace {
 
-TopkAlgorithm resolve(TopkAlgorithm algorithm, int32_t k) {
+/// The checks that need no device: a known algorithm, and a forced one that can serve k and
+/// the row count.
+void check_algorithm(const LogitsView& logits, int32_t k, TopkAlgorithm algorithm) {
   const auto a = static_cast<int32_t>(algorithm);
-  detail::require(a >= 0 && a <= static_cast<int32_t>(TopkAlgorithm::radix_select),
+  detail::require(a >= 0 && a <= static_cast<int32_t>(TopkAlgorithm::split_k),
                   "options.algorithm must be a TopkAlgorithm", std::to_string(a));
-  if (algorithm == TopkAlgorithm::automatic)
-    return k <= kMaxFastTopK ? TopkAlgorithm::fused : TopkAlgorithm::radix_select;
-  detail::require(algorithm != TopkAlgorithm::fused || k <= kMaxFastTopK,
-                  "algorithm fused serves k <= " + std::to_string(kMaxFastTopK) + " (use radix_select or auto)",
-                  "k=" + std::to_string(k));
-  return algorithm;
+  if (algorithm == TopkAlgorithm::fused || algorithm == TopkAlgorithm::split_k)
+    detail::require(k <= kMaxFastTopK,
+                    std::string("algorithm ") + to_string(algorithm) + " serves k <= " + std::to_string(kMaxFastTopK) +
+                        " (use radix_select or auto)",
+                    "k=" + std::to_string(k));
+  if (algorithm == TopkAlgorithm::split_k)
+    detail::require(logits.rows() <= 65535, "algorithm split_k serves at most 65535 rows (one grid row each)",
+                    "rows=" + std::to_string(logits.rows()));
+}
+
+/// The algorithm that will run and the workspace it needs. Only a forced fused path is settled
+/// without the device (no workspace); the others read the SM count or CUB's sort scratch. For
+/// `automatic` the workspace also covers split-k at any smaller row count (same V and K), so a
+/// workspace sized once for the largest batch serves every batch.
+struct Plan {
+  TopkAlgorithm algorithm;
+  std::size_t workspace_bytes;
+};
+
+Plan plan_for(const LogitsView& logits, int32_t k, TopkAlgorithm algorithm) {
+  if (algorithm == TopkAlgorithm::fused) return {algorithm, 0};
+  const DeviceInfo& device = current_device_info();
+  const int64_t rows = logits.rows();
+  switch (algorithm) {
+    case TopkAlgorithm::radix_select: return {algorithm, kernels::topk_radix_workspace_size(rows, k)};
+    case TopkAlgorithm::split_k:
+      return {algorithm, kernels::topk_split_k_workspace_size(rows, logits.vocab, k, device)};
+    default: break;
+  }
+  const TopkAlgorithm chosen = detail::choose_topk_algorithm(rows, logits.vocab, k, device);
+  if (chosen == TopkAlgorithm::radix_select) return {chosen, kernels::topk_radix_workspace_size(rows, k)};
+  const int64_t split_rows = std::min(rows, detail::max_split_k_topk_rows(logits.vocab, k, device));
+  return {chosen, split_rows > 0 ? kernels::topk_split_k_workspace_size(split_rows, logits.vocab, k, device) : 0};
 }
 
 }  // namespace
@@ -27,8 +58,8 @@ TopkAlgorithm resolve(TopkAlgorithm algorithm, int32_t k) {
 std::size_t topk_workspace_size(const LogitsView& logits, int32_t k, const TopkOptions& options) {
   detail::validate_logits(logits);
   detail::validate_k(logits, k);
-  const TopkAlgorithm algorithm = resolve(options.algorithm, k);
-  return algorithm == TopkAlgorithm::radix_select ? kernels::topk_radix_workspace_size(logits.rows(), k) : 0;
+  check_algorithm(logits, k, options.algorithm);
+  return plan_for(logits, k, options.algorithm).workspace_bytes;
 }
 
 void topk(const LogitsView& logits, int32_t k, float* probs, int32_t* indices, const TopkOptions& options,
@@ -38,14 +69,19 @@ void topk(const LogitsView& logits, int32_t k, float* probs, int32_t* indices, c
   detail::validate_not_null(probs, "probs");
   detail::validate_not_null(indices, "indices");
   detail::validate_temperature(options.temperature);
-  const TopkAlgorithm algorithm = resolve(options.algorithm, k);
-  detail::validate_workspace(workspace, workspace_bytes, topk_workspace_size(logits, k, options));
+  check_algorithm(logits, k, options.algorithm);
+  const Plan plan = plan_for(logits, k, options.algorithm);
+  detail::validate_workspace(workspace, workspace_bytes, plan.workspace_bytes);
 
   const kernels::TopkProblem problem{logits.data, logits.dtype, logits.rows(), logits.vocab, logits.stride(), k,
                                      static_cast<float>(M_LOG2E / options.temperature), options.log_probs, probs,
                                      indices, options.row_status};
-  if (algorithm == TopkAlgorithm::fused) kernels::launch_topk_fused(problem, stream);
-  else kernels::launch_topk_radix(problem, workspace, stream);
+  switch (plan.algorithm) {
+    case TopkAlgorithm::fused: kernels::launch_topk_fused(problem, stream); break;
+    case TopkAlgorithm::split_k: kernels::launch_topk_split_k(problem, current_device_info(), workspace, stream); break;
+    case TopkAlgorithm::radix_select: kernels::launch_topk_radix(problem, workspace, stream); break;
+    case TopkAlgorithm::automatic: break;  // resolved by plan_for
+  }
 }
 
 }  // namespace softk

@@ -40,6 +40,7 @@ const char* to_string(TopkAlgorithm algorithm) {
     case TopkAlgorithm::automatic: return "auto";
     case TopkAlgorithm::fused: return "fused";
     case TopkAlgorithm::radix_select: return "radix_select";
+    case TopkAlgorithm::split_k: return "split_k";
   }
   return "unknown";
 }

@@ -14,11 +14,14 @@ namespace softk {
 ///                  a winner, so the result is exact on every input. K <= 1024.
 ///  - radix_select: any K; radix-selects the K-th key of each row, gathers the winners and
 ///                  sorts them (CUB segmented sort). Slower, exact, the path for K > 1024.
-enum class TopkAlgorithm : int32_t { automatic, fused, radix_select };
+///  - split_k:      few rows, long rows: each row is cut into chunks, one block each; a chunk
+///                  writes its (m, d) and its exact local top-K to the workspace, and a second
+///                  launch merges them. K <= 1024, rows <= 65535.
+enum class TopkAlgorithm : int32_t { automatic, fused, radix_select, split_k };
 
 const char* to_string(TopkAlgorithm algorithm);
 
-/// The largest K the fused path serves; larger K goes to radix_select.
+/// The largest K the fused and split-k paths serve; larger K goes to radix_select.
 constexpr int32_t kMaxFastTopK = 1024;
 
 struct TopkOptions {
@@ -32,9 +35,11 @@ struct TopkOptions {
   int32_t* row_status = nullptr;
 };
 
-/// Bytes of workspace topk() needs (0 for the fused path). For the radix_select path (forced, or
-/// chosen by automatic for K > kMaxFastTopK) it includes CUB's sort scratch, so it queries the
-/// current device; otherwise it depends only on the arguments.
+/// Bytes of workspace topk() needs (0 for the fused path). It queries the current device (except
+/// for a forced fused path): the split-k chunking depends on the SM count and the radix_select
+/// path on CUB's sort scratch. For `automatic`, a workspace sized for `rows` rows also serves
+/// every smaller row count with the same V and K (the dispatcher picks split-k for few rows),
+/// so a decode loop sizes it once for its largest batch.
 std::size_t topk_workspace_size(const LogitsView& logits, int32_t k, const TopkOptions& options = {});
 
 /// For each row, the K most probable tokens: probs[r, j] and indices[r, j] for j < K, dense as
@@ -48,7 +53,10 @@ std::size_t topk_workspace_size(const LogitsView& logits, int32_t k, const TopkO
 /// and NaN in every slot; see RowStatus.
 ///
 /// Stream-ordered, no allocation, no host synchronisation, capturable in a CUDA graph, bitwise
-/// deterministic. Throws softk::Error on bad arguments (null pointers, K outside [1, V],
+/// deterministic. Indices are exact, so they never depend on the algorithm or the batch. The
+/// probabilities of a forced algorithm are the same bits whatever batch a row sits in (at the
+/// same 16-byte phase, as for softmax); `automatic` may pick another algorithm for another row
+/// count, and its probabilities then agree to rounding (~1e-6 relative). Throws softk::Error on bad arguments (null pointers, K outside [1, V],
 /// non-positive temperature, too-small workspace) before anything is launched.
 void topk(const LogitsView& logits, int32_t k, float* probs, int32_t* indices, const TopkOptions& options,
           void* workspace, std::size_t workspace_bytes, cudaStream_t stream);

@@ -28,6 +28,10 @@ struct TopkProblem {
 /// Fused block-per-row top-k, k <= kMaxFastTopK. No workspace.
 void launch_topk_fused(const TopkProblem& problem, cudaStream_t stream);
 
+/// Split-k top-k, k <= kMaxFastTopK: chunk kernel + merge kernel, workspace from the size query.
+std::size_t topk_split_k_workspace_size(int64_t rows, int64_t vocab, int32_t k, const DeviceInfo& device);
+void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, void* workspace, cudaStream_t stream);
+
 /// Any k: radix select + gather into the workspace, CUB segmented sort, decode.
 std::size_t topk_radix_workspace_size(int64_t rows, int32_t k);
 void launch_topk_radix(const TopkProblem& problem, void* workspace, cudaStream_t stream);

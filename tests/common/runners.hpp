@@ -42,7 +42,7 @@ inline DeviceLogits to_device(const HostLogits& h, cudaStream_t stream) {
 // Which implementation runs: every forced algorithm, the dispatcher, and the CUB reference.
 
 enum class SoftmaxImpl { automatic, register_resident, shared_memory, two_pass, split_k, reference };
-enum class TopkImpl { automatic, fused, radix_select, reference };
+enum class TopkImpl { automatic, fused, radix_select, split_k, reference };
 
 inline const char* impl_name(SoftmaxImpl i) {
   switch (i) {
@@ -60,6 +60,7 @@ inline const char* impl_name(TopkImpl i) {
     case TopkImpl::automatic: return "auto";
     case TopkImpl::fused: return "fused";
     case TopkImpl::radix_select: return "radix_select";
+    case TopkImpl::split_k: return "split_k";
     case TopkImpl::reference: return "reference";
   }
   return "unknown";
@@ -81,13 +82,27 @@ inline softk::TopkAlgorithm algorithm_of(TopkImpl i) {
   switch (i) {
     case TopkImpl::fused: return softk::TopkAlgorithm::fused;
     case TopkImpl::radix_select: return softk::TopkAlgorithm::radix_select;
+    case TopkImpl::split_k: return softk::TopkAlgorithm::split_k;
     default: return softk::TopkAlgorithm::automatic;
   }
 }
 
 const SoftmaxImpl kAllSoftmaxImpls[] = {SoftmaxImpl::automatic, SoftmaxImpl::register_resident, SoftmaxImpl::shared_memory,
                                         SoftmaxImpl::two_pass,  SoftmaxImpl::split_k,           SoftmaxImpl::reference};
-const TopkImpl kAllTopkImpls[] = {TopkImpl::automatic, TopkImpl::fused, TopkImpl::radix_select, TopkImpl::reference};
+const TopkImpl kAllTopkImpls[] = {TopkImpl::automatic, TopkImpl::fused, TopkImpl::radix_select, TopkImpl::split_k,
+                                  TopkImpl::reference};
+
+/// The forced paths limited to K <= kMaxFastTopK (topk.hpp): fused and split_k. Forced beyond
+/// that they must refuse (softk::Error naming K and the algorithm); nothing else may refuse a
+/// valid K.
+inline bool is_fast_topk_path(TopkImpl i) { return i == TopkImpl::fused || i == TopkImpl::split_k; }
+inline bool must_refuse(TopkImpl impl, int32_t k) { return is_fast_topk_path(impl) && k > softk::kMaxFastTopK; }
+
+/// Names the algorithm in a capacity refusal: its to_string spelling ("fused", "split_k"), as a
+/// whole token.
+inline bool names_topk_algorithm(const std::string& msg, TopkImpl i) {
+  return contains_token(msg, softk::to_string(algorithm_of(i)));
+}
 
 /// Names the algorithm in a capacity refusal: its enum spelling or its to_string spelling.
 inline bool names_softmax_algorithm(const std::string& msg, SoftmaxImpl i) {

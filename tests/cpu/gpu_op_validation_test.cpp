@@ -32,7 +32,7 @@ const softk::SoftmaxAlgorithm kSoftmaxAlgorithms[] = {
     softk::SoftmaxAlgorithm::automatic, softk::SoftmaxAlgorithm::register_resident, softk::SoftmaxAlgorithm::shared_memory,
     softk::SoftmaxAlgorithm::two_pass, softk::SoftmaxAlgorithm::split_k};
 const softk::TopkAlgorithm kTopkAlgorithms[] = {softk::TopkAlgorithm::automatic, softk::TopkAlgorithm::fused,
-                                                softk::TopkAlgorithm::radix_select};
+                                                softk::TopkAlgorithm::radix_select, softk::TopkAlgorithm::split_k};
 
 // ---------------------------------------------------------------------------------------------
 // softk::softmax
@@ -170,17 +170,22 @@ TEST(GpuOpValidation, TopkRejectsBadKNullOutputsAndTemperature) {
   }
 }
 
-// fused serves K <= kMaxFastTopK only (topk.hpp); a larger K forced onto it is an argument
-// error, known from the arguments alone, so it too must come before any CUDA call.
-TEST(GpuOpValidation, TopkRejectsLargeKOnFusedPath) {
+// fused and split_k serve K <= kMaxFastTopK only (topk.hpp); a larger K forced onto either is
+// an argument error, known from the arguments alone, so it too must come before any CUDA call
+// (split_k's size query reads the SM count: the refusal must come first). The message names K
+// and the algorithm, in the op and in the size query alike.
+TEST(GpuOpValidation, TopkRejectsLargeKOnFusedAndSplitKPaths) {
   softk::LogitsView v = valid_fake_logits();
   v.vocab = 100000;
-  for (auto algorithm : {softk::TopkAlgorithm::fused})
+  for (auto algorithm : {softk::TopkAlgorithm::fused, softk::TopkAlgorithm::split_k})
     for (int32_t k : {softk::kMaxFastTopK + 1, 4096, 100000}) {
       softk::TopkOptions o;
       o.algorithm = algorithm;
-      EXPECT_TRUE(throws_error_naming([&] { gpu_topk(v, k, fake_probs(), fake_indices(), o); }, {std::to_string(k)}))
+      const std::vector<std::string> needles = {std::to_string(k), softk::to_string(algorithm)};
+      EXPECT_TRUE(throws_error_naming([&] { gpu_topk(v, k, fake_probs(), fake_indices(), o); }, needles))
           << softk::to_string(algorithm) << " k = " << k;
+      EXPECT_TRUE(throws_error_naming([&] { (void)softk::topk_workspace_size(v, k, o); }, needles))
+          << "topk_workspace_size, " << softk::to_string(algorithm) << " k = " << k;
     }
 }
 

@@ -1,4 +1,4 @@
-// softk::topk on the GPU, every algorithm (fused, radix_select, auto) and the CUB reference,
+// softk::topk on the GPU, every algorithm (fused, radix_select, split_k, auto) and the CUB reference,
 // against the CPU oracle (softk::cpu::topk). The contract is a total order (logit descending,
 // then index ascending; -inf never selected), so indices must match the oracle EXACTLY;
 // probabilities within the fp32 tolerance of tests/common/compare.hpp. Every answer is also
@@ -11,6 +11,8 @@
 //   Sanitize/  a small cross-section for compute-sanitizer (scripts/gpu-check: '*Sanitize*')
 // plus the two exactness-guard tests (TopkAllWinnersInOneThreadStride, TopkAllEqualRows),
 // properties against the GPU softmax (gather), log-probs, temperature, workspace checks.
+// The case description, the input/oracle caches and check_case() live in common/topk_check.hpp;
+// split-k's own matrix (V up to 2^26, rows {1, 2, 3, 7}) is topk_split_k_test.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,6 +28,7 @@
 #include "common/inputs.hpp"
 #include "common/oracle.hpp"
 #include "common/runners.hpp"
+#include "common/topk_check.hpp"
 #include "softk/topk.hpp"
 
 namespace {
@@ -35,132 +38,12 @@ using softk::DType;
 
 constexpr int64_t kHugeV = (int64_t{1} << 24) + 3;
 
-struct TopkCase {
-  TopkImpl impl = TopkImpl::automatic;
-  DType dtype = DType::f32;
-  int64_t V = 1;
-  int64_t rows = 1;
-  int32_t k = 1;
-  Dist dist = Dist::llm_like;
-  DistParams params;
-  Layout layout;
-  float temperature = 1.0f;
-  bool log_probs = false;
-  std::string name;
-};
-
-void PrintTo(const TopkCase& c, std::ostream* os) { *os << c.name; }
-
-std::string case_name(const TopkCase& c, bool show_dist) {
-  std::string n = std::string(dtype_name(c.dtype)) + "_V" + std::to_string(c.V) + "_R" + std::to_string(c.rows) + "_K" +
-                  std::to_string(c.k);
-  if (show_dist) n += std::string("_") + dist_name(c.dist);
-  if (c.dist == Dist::adversarial_stride) n += "_S" + std::to_string(c.params.stride) + (c.params.tied_winners ? "_tied" : "");
-  if (c.layout.row_stride) n += "_stride" + std::to_string(c.layout.row_stride);
-  if (c.layout.offset) n += "_off" + std::to_string(c.layout.offset);
-  if (c.log_probs) n += "_logprobs";
-  if (c.temperature != 1.0f) {
-    std::string t = std::to_string(c.temperature);
-    while (t.back() == '0') t.pop_back();
-    for (char& ch : t)
-      if (ch == '.') ch = 'p';
-    n += "_T" + t;
-  }
-  return n + "_" + impl_name(c.impl);
-}
-
-/// fused serves K <= kMaxFastTopK; forced beyond that it must refuse (topk.hpp).
-bool must_refuse(TopkImpl impl, int32_t k) { return impl == TopkImpl::fused && k > softk::kMaxFastTopK; }
-
-struct Prepared {
-  HostLogits host;
-  DeviceLogits dev;
-};
-struct PreparedOracle {
-  TopkOracle oracle;
-};
-
-std::string input_key(const TopkCase& c) {
-  return std::string(dtype_name(c.dtype)) + "/" + std::to_string(c.V) + "/" + std::to_string(c.rows) + "/" +
-         dist_name(c.dist) + "/" + std::to_string(c.params.stride) + "/" + std::to_string(c.params.count) + "/" +
-         std::to_string(c.params.tied_winners) + "/" + std::to_string(c.layout.row_stride) + "/" +
-         std::to_string(c.layout.offset);
-}
-std::string oracle_key(const TopkCase& c) {
-  return input_key(c) + "/" + std::to_string(c.k) + "/" + std::to_string(c.temperature) + "/" + std::to_string(c.log_probs);
-}
-
-LastCase<Prepared>& input_cache() {
-  static LastCase<Prepared> c;
-  return c;
-}
-LastCase<PreparedOracle>& oracle_cache() {
-  static LastCase<PreparedOracle> c;
-  return c;
-}
-
-const Prepared& prepare_input(const TopkCase& c, cudaStream_t stream) {
-  return input_cache().get(input_key(c), [&] {
-    Prepared p;
-    const auto [batch, steps] = split_rows(c.rows);
-    p.host = make_logits(c.dtype, batch, steps, c.V, c.dist, c.params, c.layout, 4242);
-    p.dev = to_device(p.host, stream);
-    return p;
-  });
-}
-const TopkOracle& prepare_oracle(const TopkCase& c, const HostLogits& h) {
-  return oracle_cache().get(oracle_key(c), [&] { return PreparedOracle{oracle_topk(h, c.k, c.temperature, c.log_probs)}; }).oracle;
-}
-
-/// Runs the case and checks it against the oracle and the oracle-free properties.
-void check_case(const TopkCase& c, cudaStream_t stream) {
-  const Prepared& p = prepare_input(c, stream);
-  TopkCall call;
-  call.impl = c.impl;
-  call.k = c.k;
-  call.temperature = c.temperature;
-  call.log_probs = c.log_probs;
-  call.with_status = c.rows != 3;  // rows == 3 exercises the null row_status path
-  const TopkRun run = run_topk(p.dev.view, call, stream);
-  if (run.refused) {
-    ASSERT_TRUE(must_refuse(c.impl, c.k)) << impl_name(c.impl) << " refused K=" << c.k << ": " << run.error;
-    EXPECT_TRUE(contains_token(run.error, std::to_string(c.k))) << "refusal must name K: " << run.error;
-    EXPECT_TRUE(run.untouched_after_refusal) << "a refused call wrote to its outputs";
-    return;
-  }
-  ASSERT_FALSE(must_refuse(c.impl, c.k)) << "forced fused accepted K=" << c.k << " > kMaxFastTopK";
-  EXPECT_EQ(run.guard_violation, "");
-  const TopkOracle& o = prepare_oracle(c, p.host);
-  EXPECT_TRUE(all_equal(run.indices, o.indices, c.rows, c.k, "indices vs CPU oracle (must be exact)"));
-  EXPECT_TRUE(all_close(run.probs, o.probs, c.rows, c.k, c.log_probs ? log_prob_tolerance() : prob_tolerance(DType::f32),
-                        c.log_probs ? "log-probs vs CPU oracle" : "probs vs CPU oracle"));
-  if (call.with_status) {
-    EXPECT_TRUE(all_equal(run.status, o.status, c.rows, 1, "row_status"));
-  }
-  EXPECT_TRUE(topk_properties(p.host, c.k, run.probs, run.indices));
-}
-
-// Frees the cached device input at the end of the run, while the CUDA runtime is still up
-// (a static destructor would run after it is torn down).
-struct ReleaseCaches : ::testing::Environment {
-  void TearDown() override {
-    input_cache().clear();
-    oracle_cache().clear();
-  }
-};
-[[maybe_unused]] ::testing::Environment* const release_caches = ::testing::AddGlobalTestEnvironment(new ReleaseCaches);
-
 class TopkVsOracle : public GpuTestWithParam<TopkCase> {};
 
 TEST_P(TopkVsOracle, Matches) { check_case(GetParam(), stream()); }
 
 // ---------------------------------------------------------------------------------------------
 // Case lists (implementation innermost, K next: consecutive cases share input and oracle).
-
-std::vector<TopkCase> finish(std::vector<TopkCase> cases, bool show_dist) {
-  for (auto& c : cases) c.name = case_name(c, show_dist);
-  return cases;
-}
 
 std::vector<int32_t> ks_for(int64_t V, int64_t rows) {
   std::vector<int32_t> ks;
@@ -273,7 +156,7 @@ std::vector<TopkCase> input_cases() {
 
 // A small selection for compute-sanitizer ('*Sanitize*' in scripts/gpu-check): every
 // implementation on ties, adversarial buffers (the exact fallback), NaN rows, fewer unmasked
-// tokens than K on a misaligned strided layout, and K beyond the fused path.
+// tokens than K on a misaligned strided layout, and K beyond the fused and split-k paths.
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   struct Small { int64_t V, rows; int32_t k; Dist dist; int64_t stride, count; Layout layout; };
@@ -308,8 +191,6 @@ std::vector<TopkCase> sanitize_cases() {
   }
   return finish(out, true);
 }
-
-std::string param_name(const ::testing::TestParamInfo<TopkCase>& info) { return info.param.name; }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, TopkVsOracle, ::testing::ValuesIn(shape_cases()), param_name);
 INSTANTIATE_TEST_SUITE_P(Dtypes, TopkVsOracle, ::testing::ValuesIn(dtype_cases()), param_name);
@@ -367,7 +248,7 @@ TEST_P(TopkAllEqualRows, IsExact) {
   check_case(c, stream());
   if (HasFatalFailure() || must_refuse(c.impl, c.k)) return;
   // The answer written out, independent of the oracle.
-  const Prepared& p = prepare_input(c, stream());
+  const PreparedTopkInput& p = prepare_input(c, stream());
   TopkCall call;
   call.impl = c.impl;
   call.k = c.k;

@@ -52,7 +52,7 @@ TEST(CliGpu, TopkCudaAgreesWithCpuOnExampleFiles) {
       run_or_fail({"topk", input, "-k", k, "-o", dir.file("cpu"), "--backend", "cpu"});
       const auto cpu_indices = sampler_test::read_npy<int32_t>(dir.file("cpu.indices.npy"), "<i4");
       const auto cpu_probs = sampler_test::read_npy<float>(dir.file("cpu.probs.npy"), "<f4");
-      for (const std::string algorithm : {"auto", "fused", "radix_select"}) {
+      for (const std::string algorithm : {"auto", "fused", "radix_select", "split_k"}) {
         if (algorithm == "fused" && k == "2000") continue;  // past kMaxFastTopK: fused refuses it
         const std::string what = std::string(name) + " k=" + k + " " + algorithm;
         run_or_fail({"topk", input, "-k", k, "-o", dir.file("gpu"), "--backend", "cuda", "--algorithm", algorithm,

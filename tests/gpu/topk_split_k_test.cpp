@@ -1,0 +1,288 @@
+// Split-k top-k (issue 4): the fused issue's matrix and exactness bar for few, long rows:
+// rows {1, 2, 3, 7}, V up to 2^26. Every case runs twice, forced split_k and auto (which should
+// reach split-k for few long rows), through check_case (common/topk_check.hpp): indices EXACTLY
+// the CPU oracle's (softk::cpu::topk), probabilities within compare.hpp's fp32 tolerance,
+// row_status, output guards and the oracle-free properties (order, ties, completeness).
+//   Shapes/TopkSplitK    rows {1,2,3,7} x V {1 .. 2^20+3, 2^24+3 (rows 1)} x K {1,2,16,50,256,1024},
+//                        fp32 LLM-like logits
+//   Dtypes/TopkSplitK    f16 / bf16 on a subset (quantisation makes ties common)
+//   Inputs/TopkSplitK    every distribution at a mid V and at V = 2^20+3; strided / misaligned
+//                        layouts with log-probs; temperature
+//   Huge/TopkSplitK      V = 2^24+3 on the inputs that stress the merge, and V = 2^26 (K = 50,
+//                        f32 llm_like and bf16 normal)
+//   Sanitize/TopkSplitK  six small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*')
+// plus TopkSplitKWorkspace (too-small / null workspace) and TopkSplitKDispatch (auto keeps room
+// for split-k when a single row is long). '--gtest_filter=*SplitK*' selects all of it.
+//
+// What split-k adds over block-per-row, and the inputs aimed at it:
+//  - chunk boundaries: all K winners in the first chunk(s) (adversarial with a small stride,
+//    descending), one winner every V/K tokens, so in every chunk (adversarial "spread"), winners
+//    at the end of the row (ascending; +inf and NaN at V-1 in pm_inf / nan_row);
+//  - ties across chunks: the merge must keep the lower index (constant rows, tied adversarial
+//    winners, bf16 ascending at V = 2^24+3, where ~16K tokens share the largest value);
+//  - chunks with fewer than K, or no, unmasked tokens (few_unmasked, masked rows, K = 1024 on
+//    short rows), whose padding must never reach the output;
+//  - the (m, d) merge when +inf or NaN sits in a single chunk;
+//  - a misaligned base and a row stride, so chunks start at every 16-byte phase.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/bad_arguments.hpp"
+#include "common/gpu.hpp"
+#include "common/inputs.hpp"
+#include "common/oracle.hpp"
+#include "common/runners.hpp"
+#include "common/topk_check.hpp"
+#include "softk/topk.hpp"
+
+namespace {
+
+using namespace softk_test;
+using softk::DType;
+
+constexpr int64_t kV1M = (int64_t{1} << 20) + 3;
+constexpr int64_t kV16M = (int64_t{1} << 24) + 3;
+constexpr int64_t kV64M = int64_t{1} << 26;
+
+// Forced first, then auto: consecutive cases share the input and the oracle answer.
+const TopkImpl kSplitKImpls[] = {TopkImpl::split_k, TopkImpl::automatic};
+
+int64_t floor_pow2(int64_t x) {
+  int64_t p = 1;
+  while (p * 2 <= x) p *= 2;
+  return p;
+}
+
+/// Distribution parameters for `d` at (V, K):
+///  - few_unmasked: K/2 finite tokens, so the tail slots must be -1 / 0;
+///  - adversarial_stride: all K winners placed, S tokens apart. Below 2^20 tokens S <= 256
+///    (one thread's stride of a block-strided loop: the winners crowd one chunk); from 2^20 on
+///    S = V/K rounded down to a power of two, so the winners are spread over every chunk.
+DistParams params_for(Dist d, int64_t V, int32_t k) {
+  DistParams p;
+  if (d == Dist::few_unmasked) p.count = std::max(1, k / 2);
+  if (d == Dist::adversarial_stride) {
+    p.count = k;
+    p.stride = floor_pow2(std::max<int64_t>(1, V / k));
+    if (V < (int64_t{1} << 20)) p.stride = std::min<int64_t>(p.stride, 256);
+  }
+  return p;
+}
+
+struct Extra {
+  Layout layout;
+  bool log_probs = false;
+  float temperature = 1.0f;
+};
+
+void add(std::vector<TopkCase>& out, DType dt, int64_t V, int64_t rows, int32_t k, Dist d, const DistParams& params,
+         const Extra& extra = {}) {
+  for (TopkImpl impl : kSplitKImpls) {
+    TopkCase c;
+    c.impl = impl;
+    c.dtype = dt;
+    c.V = V;
+    c.rows = rows;
+    c.k = k;
+    c.dist = d;
+    c.params = params;
+    c.layout = extra.layout;
+    c.log_probs = extra.log_probs;
+    c.temperature = extra.temperature;
+    out.push_back(c);
+  }
+}
+void add(std::vector<TopkCase>& out, DType dt, int64_t V, int64_t rows, int32_t k, Dist d) {
+  add(out, dt, V, rows, k, d, params_for(d, V, k));
+}
+
+class TopkSplitK : public GpuTestWithParam<TopkCase> {};
+
+TEST_P(TopkSplitK, MatchesOracle) { check_case(GetParam(), stream()); }
+
+// ---------------------------------------------------------------------------------------------
+// Case lists (implementation innermost, K next: consecutive cases share input and oracle).
+
+const int32_t kKs[] = {1, 2, 16, 50, 256, 1024};
+
+std::vector<TopkCase> shape_cases() {
+  std::vector<TopkCase> out;
+  const int64_t vocabs[] = {1, 7, 33, 4097, 32000, 128256, 151936, 256000, kV1M, kV16M};
+  for (int64_t V : vocabs)
+    for (int64_t rows : {1, 2, 3, 7}) {
+      if (V == kV16M && rows > 1) continue;
+      for (int32_t k : kKs)
+        if (k <= V) add(out, DType::f32, V, rows, k, Dist::llm_like);
+    }
+  return finish(out, false);
+}
+
+std::vector<TopkCase> dtype_cases() {
+  std::vector<TopkCase> out;
+  for (DType dt : {DType::f16, DType::bf16})
+    for (int64_t V : {int64_t{33}, int64_t{4097}, int64_t{151936}, kV1M})
+      for (int64_t rows : {1, 3, 7})
+        for (int32_t k : {1, 50, 1024})
+          if (k <= V) add(out, dt, V, rows, k, Dist::normal);
+  add(out, DType::bf16, kV16M, 1, 50, Dist::normal);
+  return finish(out, false);
+}
+
+std::vector<TopkCase> input_cases() {
+  std::vector<TopkCase> out;
+  const Dist dists[] = {Dist::normal,      Dist::heavy_tailed, Dist::llm_like,   Dist::ascending,    Dist::descending,
+                        Dist::constant,    Dist::spikes,       Dist::pm_inf,     Dist::nan_row,      Dist::masked_rows,
+                        Dist::few_unmasked, Dist::signed_zeros, Dist::adversarial_stride};
+  struct Shape { DType dt; int64_t V, rows; int32_t k; };
+  const Shape shapes[] = {
+      {DType::f32, 4097, 7, 50},  {DType::f32, 151936, 3, 1024}, {DType::f32, kV1M, 2, 256}, {DType::f32, kV1M, 1, 16},
+      {DType::bf16, 128256, 2, 50}, {DType::bf16, kV1M, 3, 1024},
+      {DType::f16, 32000, 7, 2},    {DType::f16, 256000, 1, 256},
+  };
+  for (const Shape& s : shapes)
+    for (Dist d : dists) add(out, s.dt, s.V, s.rows, s.k, d);
+  // Tied winners: equal logits, one per thread stride at mid V, one per V/K tokens at 2^20+3.
+  for (const Shape& s : {Shape{DType::f32, 151936, 3, 1024}, Shape{DType::f32, kV1M, 2, 256}}) {
+    DistParams p = params_for(Dist::adversarial_stride, s.V, s.k);
+    p.tied_winners = true;
+    add(out, s.dt, s.V, s.rows, s.k, Dist::adversarial_stride, p);
+  }
+  // Row stride > V with garbage padding (NaN, FLT_MAX, +inf: a chunk that reads past V wins or
+  // poisons the row) and a misaligned base, each with and without log-probs.
+  for (DType dt : {DType::f32, DType::bf16})
+    for (const Shape& s : {Shape{dt, 4097, 3, 50}, Shape{dt, kV1M, 2, 1024}})
+      for (Layout layout : {Layout{s.V + 1, 0}, Layout{s.V + 5, dt == DType::f32 ? 3 : 7}})
+        for (bool log_probs : {false, true}) {
+          Extra e;
+          e.layout = layout;
+          e.log_probs = log_probs;
+          add(out, dt, s.V, s.rows, s.k, Dist::spikes, {}, e);
+        }
+  // Temperature scales the probabilities (and the merged (m, d)), never the ranking.
+  for (float T : {0.3f, 2.5f}) {
+    Extra e;
+    e.temperature = T;
+    add(out, DType::f32, 128256, 1, 256, Dist::heavy_tailed, {}, e);
+  }
+  return finish(out, true);
+}
+
+// The long rows: V = 2^24+3 on the inputs that stress the merge, then 2^26 (the issue's top V;
+// the CPU oracle takes a few seconds there, so two inputs only). Rows 1: rows x V stays small.
+std::vector<TopkCase> huge_cases() {
+  std::vector<TopkCase> out;
+  add(out, DType::f32, kV16M, 1, 1024, Dist::constant);            // every token ties
+  add(out, DType::f32, kV16M, 1, 50, Dist::adversarial_stride);    // one winner per 2^18 tokens
+  DistParams clustered = params_for(Dist::adversarial_stride, kV16M, 1024);
+  clustered.stride = 128;                                          // all 1024 winners in 128K tokens
+  add(out, DType::f32, kV16M, 1, 1024, Dist::adversarial_stride, clustered);
+  add(out, DType::f32, kV16M, 1, 50, Dist::nan_row);               // one NaN somewhere
+  add(out, DType::f32, kV16M, 1, 256, Dist::few_unmasked);         // 128 finite tokens in 16M
+  add(out, DType::f32, kV16M, 1, 1024, Dist::masked_rows);         // the whole row masked
+  add(out, DType::bf16, kV16M, 1, 256, Dist::ascending);           // winners: the first of ~16K tokens tied at 8.0
+  add(out, DType::f32, kV16M, 1, 16, Dist::descending);            // winners at the front
+  add(out, DType::f32, kV16M, 1, 2, Dist::pm_inf);                 // -inf head, 2% masked
+  add(out, DType::f32, kV64M, 1, 50, Dist::llm_like);
+  add(out, DType::bf16, kV64M, 1, 50, Dist::normal);
+  return finish(out, true);
+}
+
+// Six small cases for compute-sanitizer memcheck / racecheck: a NaN row on a misaligned base,
+// a masked row, ties over many chunks, +inf across chunks, and a misaligned 2^20+3 row through
+// both split_k and auto.
+std::vector<TopkCase> sanitize_cases() {
+  std::vector<TopkCase> out;
+  const auto one = [&](TopkImpl impl, DType dt, int64_t V, int64_t rows, int32_t k, Dist d, Layout layout) {
+    TopkCase c;
+    c.impl = impl;
+    c.dtype = dt;
+    c.V = V;
+    c.rows = rows;
+    c.k = k;
+    c.dist = d;
+    c.params = params_for(d, V, k);
+    c.layout = layout;
+    out.push_back(c);
+  };
+  one(TopkImpl::split_k, DType::f32, 4097, 3, 1024, Dist::nan_row, Layout{0, 1});
+  one(TopkImpl::split_k, DType::bf16, 33000, 2, 1, Dist::masked_rows, {});
+  one(TopkImpl::split_k, DType::f32, 33000, 1, 1024, Dist::constant, {});
+  one(TopkImpl::split_k, DType::bf16, kV1M, 2, 1024, Dist::pm_inf, {});
+  one(TopkImpl::split_k, DType::f32, kV1M, 1, 50, Dist::llm_like, Layout{0, 1});
+  one(TopkImpl::automatic, DType::f32, kV1M, 1, 50, Dist::llm_like, Layout{0, 1});
+  return finish(out, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, TopkSplitK, ::testing::ValuesIn(shape_cases()), param_name);
+INSTANTIATE_TEST_SUITE_P(Dtypes, TopkSplitK, ::testing::ValuesIn(dtype_cases()), param_name);
+INSTANTIATE_TEST_SUITE_P(Inputs, TopkSplitK, ::testing::ValuesIn(input_cases()), param_name);
+INSTANTIATE_TEST_SUITE_P(Huge, TopkSplitK, ::testing::ValuesIn(huge_cases()), param_name);
+INSTANTIATE_TEST_SUITE_P(Sanitize, TopkSplitK, ::testing::ValuesIn(sanitize_cases()), param_name);
+
+// ---------------------------------------------------------------------------------------------
+// Workspace. Split-k keeps each chunk's (m, d) and local top-K in the workspace (topk.hpp), so
+// a long single row needs some; the size query's answer must be exactly enough (the runners
+// allocate exactly that, so an overrun is a sanitizer hit) and one byte less, or a null
+// workspace, is refused before anything is written.
+
+class TopkSplitKWorkspace : public GpuTest {};
+
+TEST_F(TopkSplitKWorkspace, TooSmallOrNullWorkspaceIsRefusedBeforeLaunch) {
+  const HostLogits h = make_logits(DType::f32, 1, 1, kV1M, Dist::llm_like);
+  const DeviceLogits d = to_device(h, stream());
+  for (TopkImpl impl : kSplitKImpls)
+    for (int32_t k : {1, 50, 1024}) {
+      TopkCall call;
+      call.impl = impl;
+      call.k = k;
+      TopkBuffers b = make_topk_buffers(d.view, call, stream());
+      const std::size_t need = b.workspace.bytes();
+      SCOPED_TRACE(std::string(impl_name(impl)) + " K=" + std::to_string(k) + " needs " + std::to_string(need) + " bytes");
+      if (impl == TopkImpl::split_k) {
+        ASSERT_GT(need, 0u) << "split-k writes per-chunk states and candidates to its workspace";
+      } else if (need == 0) {
+        continue;  // auto chose a path without workspace: nothing to be too small (TopkSplitKDispatch checks that)
+      }
+      const softk::TopkOptions o = options_of(call, nullptr);
+      const auto call_with = [&](void* ws, std::size_t bytes) {
+        softk::topk(d.view, k, b.probs.as<float>(), b.indices.as<int32_t>(), o, ws, bytes, stream());
+      };
+      EXPECT_TRUE(throws_error_naming([&] { call_with(b.workspace.get(), need - 1); },
+                                      {"workspace_bytes", std::to_string(need - 1)}));
+      EXPECT_TRUE(throws_error_naming([&] { call_with(nullptr, need); }, {"workspace", "null"}));
+      EXPECT_TRUE(b.probs.untouched(stream()) && b.indices.untouched(stream())) << "a refused call wrote its outputs";
+      // The exact size works.
+      const TopkRun run = run_topk(d.view, call, stream());
+      ASSERT_FALSE(run.refused) << run.error;
+      EXPECT_EQ(run.guard_violation, "");
+      EXPECT_TRUE(topk_properties(h, k, run.probs, run.indices));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dispatch: the issue has auto reach split-k for few long rows. Observable from outside through
+// the size query: auto's answer is the largest need of the paths it may take (topk.hpp) and the
+// fused path needs none, so a single row of a million tokens or more with K <= kMaxFastTopK
+// must get a non-zero workspace from auto, or auto can never take split-k there.
+
+class TopkSplitKDispatch : public GpuTest {};
+
+TEST_F(TopkSplitKDispatch, AutoKeepsRoomForSplitKOnOneLongRow) {
+  for (DType dt : {DType::f32, DType::bf16})
+    for (int64_t V : {kV1M, kV16M, kV64M})
+      for (int32_t k : {1, 50, 256, 1024}) {
+        softk::LogitsView v = valid_fake_logits();  // the size query reads no data
+        v.dtype = dt;
+        v.batch = 1;
+        v.steps = 1;
+        v.vocab = V;
+        const std::size_t need = softk::topk_workspace_size(v, k, {});
+        EXPECT_GT(need, 0u) << "auto cannot take split-k for " << dtype_name(dt) << " V=" << V << " K=" << k;
+      }
+}
+
+}  // namespace
