@@ -21,17 +21,23 @@ SoftmaxAlgorithm choose_softmax_algorithm(int64_t rows, int64_t vocab, DType dty
   return SoftmaxAlgorithm::two_pass;
 }
 
-// Top-k: K past the fused path's limit goes to radix select. Otherwise split-k while the rows
-// alone leave SMs idle and a row is long enough to cut (crossover in bench/RESULTS.md, "Top-k
-// dispatch"), else a block per row.
-int64_t max_split_k_topk_rows(int64_t vocab, int32_t k, const DeviceInfo& device) {
-  if (k > kMaxFastTopK || vocab < 16384) return 0;
-  return device.sm_count / 4;
+// Top-k (H200, bench/RESULTS.md "Top-k dispatch"): K past the fused path's limit goes to radix
+// select. Split-k pays for its chunk blocks' fixed costs and its merge once a row is long enough:
+//  - K <= 256: from ~128 KB a row (1 x 32000 f32, K=50: 16.9 us split-k vs 18.3 fused; 1 x 32000
+//    bf16, 64 KB: fused 19.9 vs 25.4; 1 x 128256 bf16: split-k 27.3 vs 32);
+//  - K > 256 (a chunk sorts 1024 winners, the merge reads chunks x 1024): from ~1 MB a row
+//    (1 x 128256 f32, K=1024: fused 57.9 vs 61.8; 1 x 256000 f32: split-k 65.3 vs 76);
+// and only while the rows alone leave most SMs idle (<= SMs / 4 rows; 256 rows: fused).
+int64_t max_split_k_topk_rows(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
+  if (k > kMaxFastTopK) return 0;
+  const int64_t row_bytes = vocab * static_cast<int64_t>(dtype_size(dtype));
+  const int64_t min_row_bytes = k <= 256 ? (int64_t{128} << 10) : (int64_t{1} << 20);
+  return row_bytes >= min_row_bytes ? device.sm_count / 4 : 0;
 }
 
-TopkAlgorithm choose_topk_algorithm(int64_t rows, int64_t vocab, int32_t k, const DeviceInfo& device) {
+TopkAlgorithm choose_topk_algorithm(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
   if (k > kMaxFastTopK) return TopkAlgorithm::radix_select;
-  if (rows <= max_split_k_topk_rows(vocab, k, device)) return TopkAlgorithm::split_k;
+  if (rows <= max_split_k_topk_rows(vocab, dtype, k, device)) return TopkAlgorithm::split_k;
   return TopkAlgorithm::fused;
 }
 
