@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "gpu_timer.cuh"
+#include "kernels/element.cuh"
 #include "softk/types.hpp"
 
 namespace softk_bench {
@@ -44,14 +45,7 @@ __device__ __forceinline__ float normal_from(uint64_t key) {
   return sqrtf(-2.0f * __logf(u1)) * __cosf(6.2831853f * u2);  // Box-Muller, one of the pair
 }
 
-template <typename T>
-__device__ __forceinline__ T from_float(float x);
-template <>
-__device__ __forceinline__ float from_float<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+using softk::kernels::from_float;
 
 /// Fills `slots` copies of a dense [rows, vocab] tensor; slot s starts at base + s * slot_stride
 /// elements. 64-bit indices throughout (a slot can hold 2^30 elements).

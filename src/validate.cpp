@@ -58,4 +58,13 @@ void validate_workspace(const void* workspace, std::size_t bytes, std::size_t ne
   require(needed == 0 || workspace != nullptr, "workspace must not be null", "nullptr");
 }
 
+void validate_topk_call(const LogitsView& logits, int32_t k, const float* probs, const int32_t* indices,
+                        float temperature) {
+  validate_logits(logits);
+  validate_k(logits, k);
+  validate_not_null(probs, "probs");
+  validate_not_null(indices, "indices");
+  validate_temperature(temperature);
+}
+
 }  // namespace softk::detail

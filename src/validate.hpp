@@ -19,4 +19,9 @@ void validate_out_dtype(const LogitsView& logits, DType out_dtype);
 void validate_not_null(const void* pointer, const char* name);
 void validate_workspace(const void* workspace, std::size_t bytes, std::size_t needed);
 
+/// The argument checks every top-k entry point (op, reference, CPU) shares: logits, k, outputs,
+/// temperature.
+void validate_topk_call(const LogitsView& logits, int32_t k, const float* probs, const int32_t* indices,
+                        float temperature);
+
 }  // namespace softk::detail

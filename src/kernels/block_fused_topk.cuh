@@ -18,6 +18,7 @@
 
 #include <algorithm>
 
+#include "cuda_check.hpp"
 #include "kernels/block_topk.cuh"
 #include "kernels/candidate_list.cuh"
 #include "kernels/row_segment.cuh"
@@ -49,6 +50,17 @@ void with_seed_count(int32_t k, F&& f) {
   if (k <= 64) f(std::integral_constant<int, 1>{});
   else if (k <= 256) f(std::integral_constant<int, 2>{});
   else f(std::integral_constant<int, 4>{});
+}
+
+/// Launches `kernel` (a kernel running block_fused_topk) with its candidate list in dynamic
+/// shared memory. Static + dynamic shared memory passes the 48 KB default, so the kernel opts in
+/// first (a per-device attribute, hence on every launch).
+template <typename Kernel, typename... Args>
+void launch_with_candidate_list(Kernel* kernel, dim3 grid, cudaStream_t stream, const Args&... args) {
+  SOFTK_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kCandidateBytes)));
+  kernel<<<grid, kFusedThreads, kCandidateBytes, stream>>>(args...);
+  SOFTK_CHECK_LAUNCH();
 }
 
 struct FusedTopkShared {

@@ -38,12 +38,8 @@ void launch_topk_fused(const TopkProblem& problem, cudaStream_t stream) {
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
     with_seed_count(problem.k, [&](auto seeds) {
-      auto* kernel = topk_fused_kernel<T, decltype(seeds)::value>;
-      // Static + dynamic shared memory passes the 48 KB default: opt in (per device, so per call).
-      SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(kCandidateBytes)));
-      kernel<<<static_cast<unsigned>(problem.rows), kFusedThreads, kCandidateBytes, stream>>>(problem);
-      SOFTK_CHECK_LAUNCH();
+      launch_with_candidate_list(topk_fused_kernel<T, decltype(seeds)::value>,
+                                 dim3(static_cast<unsigned>(problem.rows)), stream, problem);
     });
   });
 }

@@ -123,12 +123,9 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
     with_seed_count(problem.k, [&](auto seeds) {
-      auto* kernel = topk_split_k_chunk_kernel<T, decltype(seeds)::value>;
-      SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(kCandidateBytes)));
-      const dim3 grid(static_cast<unsigned>(plan.chunks), static_cast<unsigned>(problem.rows));
-      kernel<<<grid, kFusedThreads, kCandidateBytes, stream>>>(problem, plan, w);
-      SOFTK_CHECK_LAUNCH();
+      launch_with_candidate_list(topk_split_k_chunk_kernel<T, decltype(seeds)::value>,
+                                 dim3(static_cast<unsigned>(plan.chunks), static_cast<unsigned>(problem.rows)), stream,
+                                 problem, plan, w);
     });
   });
   topk_split_k_merge_kernel<<<static_cast<unsigned>(problem.rows), kFusedThreads, 0, stream>>>(problem, plan, w);
