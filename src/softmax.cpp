@@ -24,7 +24,7 @@ bool uses_workspace(SoftmaxAlgorithm algorithm) {
 }  // namespace
 
 std::size_t softmax_workspace_size(const LogitsView& logits, const SoftmaxOptions& options) {
-  detail::validate_logits(logits);
+  detail::validate_logits_shape(logits);
   validate_algorithm(options.algorithm);
   return uses_workspace(options.algorithm) ? kernels::split_k_workspace_size(logits.rows()) : 0;
 }

@@ -56,7 +56,7 @@ Plan plan_for(const LogitsView& logits, int32_t k, TopkAlgorithm algorithm) {
 }  // namespace
 
 std::size_t topk_workspace_size(const LogitsView& logits, int32_t k, const TopkOptions& options) {
-  detail::validate_logits(logits);
+  detail::validate_logits_shape(logits);
   detail::validate_k(logits, k);
   check_algorithm(logits, k, options.algorithm);
   return plan_for(logits, k, options.algorithm).workspace_bytes;

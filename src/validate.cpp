@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <sstream>
 
 namespace softk::detail {
@@ -21,6 +22,15 @@ void require(bool ok, const std::string& what, const std::string& value) {
 
 void validate_logits(const LogitsView& logits) {
   require(logits.data != nullptr, "logits.data must not be null", "nullptr");
+  validate_logits_shape(logits);
+  const auto address = reinterpret_cast<uintptr_t>(logits.data);
+  require(address % dtype_size(logits.dtype) == 0,
+          std::string("logits.data must be aligned to its element size (") + to_string(logits.dtype) + ")",
+          "address % " + std::to_string(dtype_size(logits.dtype)) + " = " +
+              std::to_string(address % dtype_size(logits.dtype)));
+}
+
+void validate_logits_shape(const LogitsView& logits) {
   const auto d = static_cast<int32_t>(logits.dtype);
   require(d >= 0 && d <= 2, "logits.dtype must be f32, f16 or bf16", std::to_string(d));
   require(logits.batch >= 1, "logits.batch must be >= 1", str(logits.batch));
@@ -35,6 +45,10 @@ void validate_logits(const LogitsView& logits) {
 
 void validate_temperature(float temperature) {
   require(std::isfinite(temperature) && temperature > 0.0f, "temperature must be finite and > 0", str(temperature));
+  // The kernels scale logits by log2(e) / temperature in fp32; a subnormal temperature would
+  // make that infinite and every row NaN.
+  require(std::isfinite(static_cast<float>(M_LOG2E / temperature)),
+          "temperature must be >= 4.3e-39 (log2(e) / temperature must fit in fp32)", str(temperature));
 }
 
 void validate_k(const LogitsView& logits, int32_t k) {

@@ -12,7 +12,11 @@ namespace softk::detail {
 /// Throws softk::Error("softk: <what> (got <value>)") when `ok` is false.
 void require(bool ok, const std::string& what, const std::string& value);
 
+/// Everything about the view: non-null, element-aligned data and a valid shape.
 void validate_logits(const LogitsView& logits);
+/// The shape alone (dtype, batch, steps, vocab, stride): what a workspace-size query needs, so a
+/// caller can size workspaces before it has any logits.
+void validate_logits_shape(const LogitsView& logits);
 void validate_temperature(float temperature);
 void validate_k(const LogitsView& logits, int32_t k);
 void validate_out_dtype(const LogitsView& logits, DType out_dtype);

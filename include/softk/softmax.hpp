@@ -23,7 +23,8 @@ enum class SoftmaxAlgorithm : int32_t { automatic, register_resident, shared_mem
 const char* to_string(SoftmaxAlgorithm algorithm);
 
 struct SoftmaxOptions {
-  /// softmax(x / temperature); must be finite and > 0.
+  /// softmax(x / temperature); must be finite and > 0 (and >= 4.3e-39, so that log2(e) /
+  /// temperature fits in fp32).
   float temperature = 1.0f;
   /// Output element type: f32, or the input's dtype. Anything else throws.
   DType out_dtype = DType::f32;
@@ -33,7 +34,8 @@ struct SoftmaxOptions {
 };
 
 /// Bytes of workspace softmax() needs for this shape and options. Depends only on the
-/// arguments (never on the device), so a decode loop can size it once for its largest shape.
+/// arguments (never on the device; logits.data may be null), so a decode loop can size it once
+/// for its largest shape.
 std::size_t softmax_workspace_size(const LogitsView& logits, const SoftmaxOptions& options = {});
 
 /// out[r, v] = softmax(logits[r, :] / T)[v], written dense as [rows, V] in options.out_dtype.
@@ -49,8 +51,8 @@ std::size_t softmax_workspace_size(const LogitsView& logits, const SoftmaxOption
 /// the vector/scalar split, and so the summation order, moves with the row's address).
 /// `automatic` may choose a different algorithm for a different row count; results then agree
 /// to rounding (~1e-6 relative).
-/// `workspace` may be null only when softmax_workspace_size() returns 0. `out` must not alias
-/// the logits. Throws softk::Error on bad arguments, before anything is launched; throws
+/// `workspace` may be null only when softmax_workspace_size() returns 0. `out` must not overlap
+/// the logits (only exact equality is detected). logits.data must be aligned to its element size. Throws softk::Error on bad arguments, before anything is launched; throws
 /// softk::CudaError if a launch fails.
 void softmax(const LogitsView& logits, void* out, const SoftmaxOptions& options, void* workspace,
              std::size_t workspace_bytes, cudaStream_t stream);

@@ -25,8 +25,9 @@ const char* to_string(TopkAlgorithm algorithm);
 constexpr int32_t kMaxFastTopK = 1024;
 
 struct TopkOptions {
-  /// Probabilities are softmax(x / temperature); must be finite and > 0. The ranking itself
-  /// is by the raw logits, so temperature never changes which tokens win.
+  /// Probabilities are softmax(x / temperature); must be finite and > 0 (and >= 4.3e-39, so
+  /// that log2(e) / temperature fits in fp32). The ranking itself is by the raw logits, so
+  /// temperature never changes which tokens win.
   float temperature = 1.0f;
   /// Write log-probabilities (x - m)/T - log d instead of probabilities.
   bool log_probs = false;
@@ -39,7 +40,7 @@ struct TopkOptions {
 /// for a forced fused path): the split-k chunking depends on the SM count and the radix_select
 /// path on CUB's sort scratch. For `automatic`, a workspace sized for `rows` rows also serves
 /// every smaller row count with the same V and K (the dispatcher picks split-k for few rows),
-/// so a decode loop sizes it once for its largest batch.
+/// so a decode loop sizes it once for its largest batch. logits.data may be null here.
 std::size_t topk_workspace_size(const LogitsView& logits, int32_t k, const TopkOptions& options = {});
 
 /// For each row, the K most probable tokens: probs[r, j] and indices[r, j] for j < K, dense as

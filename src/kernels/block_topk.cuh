@@ -66,7 +66,9 @@ __device__ void block_bitonic_sort_descending(TopkKey* keys, unsigned n) {
 }
 
 /// Finds the row's K largest keys and returns them descending, in shared memory (k <=
-/// kMaxFastTopK). Exact and deterministic: keys are unique, so the gather order cannot matter.
+/// kMaxFastTopK). `for_each_key` must visit at least k unique keys (every caller's source does:
+/// a row or chunk of >= k elements, or a candidate list holding every key >= a k-th-key bound).
+/// Exact and deterministic: keys are unique, so the gather order cannot matter.
 template <int kThreads, typename ForEachKey>
 __device__ const TopkKey* block_topk_sorted(unsigned k, ForEachKey&& for_each_key, BlockTopkStorage& storage) {
   const TopkKey threshold = block_radix_select<kThreads>(k, for_each_key, storage.select);

@@ -45,9 +45,10 @@ __device__ __forceinline__ float rescale(float from, float to, float k) {
 
 __device__ __forceinline__ SoftmaxState merge(SoftmaxState a, SoftmaxState b, float k) {
   const float m = fmaxf(a.max, b.max);
-  // Commutative bit for bit (same products, one commutative add), so xor-shuffle reductions
-  // leave every lane with the identical state.
-  return {m, a.sum * rescale(a.max, m, k) + b.sum * rescale(b.max, m, k)};
+  // Commutative bit for bit: two separately rounded products and one add (the _rn intrinsics
+  // keep the compiler from contracting one product into an FMA, which would round a (+) b and
+  // b (+) a differently), so xor-shuffle reductions leave every lane with the identical state.
+  return {m, __fadd_rn(__fmul_rn(a.sum, rescale(a.max, m, k)), __fmul_rn(b.sum, rescale(b.max, m, k)))};
 }
 
 /// The weight 2^((x - m) * k) of one logit against a state whose max is m (x <= m or NaN).

@@ -85,7 +85,7 @@ void validate_reference_size(const LogitsView& logits) {
 }  // namespace
 
 std::size_t topk_workspace_size(const LogitsView& logits, int32_t k) {
-  detail::validate_logits(logits);
+  detail::validate_logits_shape(logits);
   detail::validate_k(logits, k);
   validate_reference_size(logits);
   return carve(logits.rows(), logits.vocab, nullptr).total_bytes;

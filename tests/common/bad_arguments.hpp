@@ -109,6 +109,8 @@ inline std::vector<BadLogitsCase> bad_logits_cases() {
       {"row_stride_below_vocab", [](V& v) { v.row_stride = 999; }, {"row_stride", "999"}},
       {"row_stride_negative", [](V& v) { v.row_stride = -1; }, {"row_stride", "-1"}},
       {"rows_overflow", [](V& v) { v.batch = v.steps = int64_t{1} << 40; }, {"batch"}},
+      // An f32 view two bytes off its element alignment: the kernels' scalar loads would fault.
+      {"misaligned_data", [](V& v) { v.data = static_cast<const char*>(v.data) + 2; }, {"data", "aligned"}},
   };
 }
 
@@ -124,7 +126,9 @@ inline std::vector<BadTemperatureCase> bad_temperatures() {
           {"negative", -1.0f, "-1"},
           {"nan", std::numeric_limits<float>::quiet_NaN(), "nan"},
           {"plus_inf", std::numeric_limits<float>::infinity(), "inf"},
-          {"minus_inf", -std::numeric_limits<float>::infinity(), "inf"}};
+          {"minus_inf", -std::numeric_limits<float>::infinity(), "inf"},
+          // Subnormal: log2(e) / T overflows fp32, which would turn every row into a NaN row.
+          {"subnormal", std::numeric_limits<float>::denorm_min(), "1.4013e-45"}};
 }
 
 /// (input dtype, out_dtype) pairs that are neither f32 output nor the input's own dtype; `shown`

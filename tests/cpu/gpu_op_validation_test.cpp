@@ -249,3 +249,16 @@ TEST(GpuOpValidation, ReferenceTopkRejectsBadArguments) {
 }
 
 }  // namespace
+
+// A decode loop sizes its workspaces at start-up, before it has logits: the size queries take
+// the shape alone (softmax.hpp, topk.hpp), so a null data pointer is fine there.
+TEST(GpuOpValidation, WorkspaceQueriesNeedNoLogitsPointer) {
+  softk::LogitsView v = valid_fake_logits();
+  v.data = nullptr;
+  softk::SoftmaxOptions softmax_options;
+  EXPECT_NO_THROW((void)softk::softmax_workspace_size(v, softmax_options));
+  softk::TopkOptions topk_options;
+  topk_options.algorithm = softk::TopkAlgorithm::fused;  // the one path sized without the device
+  EXPECT_EQ(softk::topk_workspace_size(v, 50, topk_options), 0u);
+}
+
