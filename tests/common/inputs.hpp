@@ -144,6 +144,12 @@ enum class Dist {
   signed_zeros,        ///< the maxima are +0.0 and -0.0 mixed: equal logits, so ties by index
 };
 
+/// Every distribution, for the suites that sweep them all.
+inline const Dist kAllDists[] = {Dist::normal,       Dist::heavy_tailed, Dist::llm_like,          Dist::ascending,
+                                 Dist::descending,   Dist::constant,     Dist::spikes,            Dist::pm_inf,
+                                 Dist::nan_row,      Dist::masked_rows,  Dist::few_unmasked,      Dist::signed_zeros,
+                                 Dist::adversarial_stride};
+
 inline const char* dist_name(Dist d) {
   switch (d) {
     case Dist::normal: return "normal";

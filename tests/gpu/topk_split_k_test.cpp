@@ -79,22 +79,25 @@ struct Extra {
   float temperature = 1.0f;
 };
 
+TopkCase make_case(TopkImpl impl, DType dt, int64_t V, int64_t rows, int32_t k, Dist d, const DistParams& params,
+                   const Extra& extra) {
+  TopkCase c;
+  c.impl = impl;
+  c.dtype = dt;
+  c.V = V;
+  c.rows = rows;
+  c.k = k;
+  c.dist = d;
+  c.params = params;
+  c.layout = extra.layout;
+  c.log_probs = extra.log_probs;
+  c.temperature = extra.temperature;
+  return c;
+}
+
 void add(std::vector<TopkCase>& out, DType dt, int64_t V, int64_t rows, int32_t k, Dist d, const DistParams& params,
          const Extra& extra = {}) {
-  for (TopkImpl impl : kSplitKImpls) {
-    TopkCase c;
-    c.impl = impl;
-    c.dtype = dt;
-    c.V = V;
-    c.rows = rows;
-    c.k = k;
-    c.dist = d;
-    c.params = params;
-    c.layout = extra.layout;
-    c.log_probs = extra.log_probs;
-    c.temperature = extra.temperature;
-    out.push_back(c);
-  }
+  for (TopkImpl impl : kSplitKImpls) out.push_back(make_case(impl, dt, V, rows, k, d, params, extra));
 }
 void add(std::vector<TopkCase>& out, DType dt, int64_t V, int64_t rows, int32_t k, Dist d) {
   add(out, dt, V, rows, k, d, params_for(d, V, k));
@@ -134,9 +137,6 @@ std::vector<TopkCase> dtype_cases() {
 
 std::vector<TopkCase> input_cases() {
   std::vector<TopkCase> out;
-  const Dist dists[] = {Dist::normal,      Dist::heavy_tailed, Dist::llm_like,   Dist::ascending,    Dist::descending,
-                        Dist::constant,    Dist::spikes,       Dist::pm_inf,     Dist::nan_row,      Dist::masked_rows,
-                        Dist::few_unmasked, Dist::signed_zeros, Dist::adversarial_stride};
   struct Shape { DType dt; int64_t V, rows; int32_t k; };
   const Shape shapes[] = {
       {DType::f32, 4097, 7, 50},  {DType::f32, 151936, 3, 1024}, {DType::f32, kV1M, 2, 256}, {DType::f32, kV1M, 1, 16},
@@ -144,7 +144,7 @@ std::vector<TopkCase> input_cases() {
       {DType::f16, 32000, 7, 2},    {DType::f16, 256000, 1, 256},
   };
   for (const Shape& s : shapes)
-    for (Dist d : dists) add(out, s.dt, s.V, s.rows, s.k, d);
+    for (Dist d : kAllDists) add(out, s.dt, s.V, s.rows, s.k, d);
   // Tied winners: equal logits, one per thread stride at mid V, one per V/K tokens at 2^20+3.
   for (const Shape& s : {Shape{DType::f32, 151936, 3, 1024}, Shape{DType::f32, kV1M, 2, 256}}) {
     DistParams p = params_for(Dist::adversarial_stride, s.V, s.k);
@@ -197,16 +197,7 @@ std::vector<TopkCase> huge_cases() {
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   const auto one = [&](TopkImpl impl, DType dt, int64_t V, int64_t rows, int32_t k, Dist d, Layout layout) {
-    TopkCase c;
-    c.impl = impl;
-    c.dtype = dt;
-    c.V = V;
-    c.rows = rows;
-    c.k = k;
-    c.dist = d;
-    c.params = params_for(d, V, k);
-    c.layout = layout;
-    out.push_back(c);
+    out.push_back(make_case(impl, dt, V, rows, k, d, params_for(d, V, k), Extra{layout}));
   };
   one(TopkImpl::split_k, DType::f32, 4097, 3, 1024, Dist::nan_row, Layout{0, 1});
   one(TopkImpl::split_k, DType::bf16, 33000, 2, 1, Dist::masked_rows, {});

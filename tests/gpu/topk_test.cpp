@@ -101,13 +101,10 @@ std::vector<TopkCase> dtype_cases() {
 
 std::vector<TopkCase> input_cases() {
   std::vector<TopkCase> out;
-  const Dist dists[] = {Dist::normal,      Dist::heavy_tailed, Dist::llm_like,   Dist::ascending,    Dist::descending,
-                        Dist::constant,    Dist::spikes,       Dist::pm_inf,     Dist::nan_row,      Dist::masked_rows,
-                        Dist::few_unmasked, Dist::signed_zeros, Dist::adversarial_stride};
   struct Shape { int64_t V, rows; int32_t k; };
   const Shape shapes[] = {{33, 7, 16}, {4097, 5, 50}, {50257, 3, 256}, {151936, 4, 1024}, {32000, 3, 4096}};
   for (DType dt : {DType::f32, DType::f16, DType::bf16})
-    for (Dist d : dists)
+    for (Dist d : kAllDists)
       for (const Shape& s : shapes)
         for (TopkImpl impl : kAllTopkImpls) {
           TopkCase c;
