@@ -43,6 +43,19 @@ struct TopkCase {
 
 inline void PrintTo(const TopkCase& c, std::ostream* os) { *os << c.name; }
 
+/// A case with its six defining fields; the rest (params, layout, temperature, log_probs) keep
+/// their defaults unless the caller sets them.
+inline TopkCase topk_case(TopkImpl impl, softk::DType dtype, int64_t V, int64_t rows, int32_t k, Dist dist) {
+  TopkCase c;
+  c.impl = impl;
+  c.dtype = dtype;
+  c.V = V;
+  c.rows = rows;
+  c.k = k;
+  c.dist = dist;
+  return c;
+}
+
 inline std::string case_name(const TopkCase& c, bool show_dist) {
   std::string n = std::string(dtype_name(c.dtype)) + "_V" + std::to_string(c.V) + "_R" + std::to_string(c.rows) + "_K" +
                   std::to_string(c.k);

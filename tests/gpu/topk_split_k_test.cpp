@@ -81,13 +81,7 @@ struct Extra {
 
 TopkCase make_case(TopkImpl impl, DType dt, int64_t V, int64_t rows, int32_t k, Dist d, const DistParams& params,
                    const Extra& extra) {
-  TopkCase c;
-  c.impl = impl;
-  c.dtype = dt;
-  c.V = V;
-  c.rows = rows;
-  c.k = k;
-  c.dist = d;
+  TopkCase c = topk_case(impl, dt, V, rows, k, d);
   c.params = params;
   c.layout = extra.layout;
   c.log_probs = extra.log_probs;

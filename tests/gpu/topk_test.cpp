@@ -64,11 +64,7 @@ std::vector<TopkCase> shape_cases() {
       for (int32_t k : ks_for(V, rows)) {
         if (V == kHugeV && k == V) continue;  // a 16M-element full sort adds time, not coverage
         for (TopkImpl impl : kAllTopkImpls) {
-          TopkCase c;
-          c.impl = impl;
-          c.V = V;
-          c.rows = rows;
-          c.k = k;
+          TopkCase c = topk_case(impl, DType::f32, V, rows, k, Dist::llm_like);
           out.push_back(c);
         }
       }
@@ -85,13 +81,7 @@ std::vector<TopkCase> dtype_cases() {
         for (int32_t k : {1, 50, 1024, 4096}) {
           if (k > V) continue;
           for (TopkImpl impl : kAllTopkImpls) {
-            TopkCase c;
-            c.impl = impl;
-            c.dtype = dt;
-            c.V = V;
-            c.rows = rows;
-            c.k = k;
-            c.dist = Dist::normal;
+            TopkCase c = topk_case(impl, dt, V, rows, k, Dist::normal);
             out.push_back(c);
           }
         }
@@ -107,13 +97,7 @@ std::vector<TopkCase> input_cases() {
     for (Dist d : kAllDists)
       for (const Shape& s : shapes)
         for (TopkImpl impl : kAllTopkImpls) {
-          TopkCase c;
-          c.impl = impl;
-          c.dtype = dt;
-          c.V = s.V;
-          c.rows = s.rows;
-          c.k = s.k;
-          c.dist = d;
+          TopkCase c = topk_case(impl, dt, s.V, s.rows, s.k, d);
           // few_unmasked: fewer unmasked tokens than K, so the tail slots must be -1 / 0.
           c.params.count = d == Dist::few_unmasked ? std::max(1, s.k / 2) : s.k;
           c.params.stride = 256;
@@ -125,13 +109,7 @@ std::vector<TopkCase> input_cases() {
       for (Layout layout : {Layout{s.V + 1, 0}, Layout{s.V + 5, dt == DType::f32 ? 3 : 7}})
         for (bool log_probs : {false, true})
           for (TopkImpl impl : kAllTopkImpls) {
-            TopkCase c;
-            c.impl = impl;
-            c.dtype = dt;
-            c.V = s.V;
-            c.rows = s.rows;
-            c.k = s.k;
-            c.dist = Dist::spikes;
+            TopkCase c = topk_case(impl, dt, s.V, s.rows, s.k, Dist::spikes);
             c.layout = layout;
             c.log_probs = log_probs;
             out.push_back(c);
@@ -139,12 +117,7 @@ std::vector<TopkCase> input_cases() {
   // Temperature on the probabilities (never on the ranking).
   for (float T : {0.3f, 2.5f})
     for (TopkImpl impl : kAllTopkImpls) {
-      TopkCase c;
-      c.impl = impl;
-      c.V = 128256;
-      c.rows = 5;
-      c.k = 256;
-      c.dist = Dist::heavy_tailed;
+      TopkCase c = topk_case(impl, DType::f32, 128256, 5, 256, Dist::heavy_tailed);
       c.temperature = T;
       out.push_back(c);
     }
@@ -163,25 +136,14 @@ std::vector<TopkCase> sanitize_cases() {
                            Small{4097, 3, 4096, Dist::nan_row, 256, 16, {}},
                            Small{33, 5, 16, Dist::few_unmasked, 256, 8, {34, 1}}})
       for (TopkImpl impl : kAllTopkImpls) {
-        TopkCase c;
-        c.impl = impl;
-        c.dtype = dt;
-        c.V = s.V;
-        c.rows = s.rows;
-        c.k = s.k;
-        c.dist = s.dist;
+        TopkCase c = topk_case(impl, dt, s.V, s.rows, s.k, s.dist);
         c.params.stride = s.stride;
         c.params.count = s.count;
         c.layout = s.layout;
         out.push_back(c);
       }
   for (TopkImpl impl : kAllTopkImpls) {  // all winners in one thread's stride: S = 128, K = 16
-    TopkCase c;
-    c.impl = impl;
-    c.V = 16 * 128 + 97;
-    c.rows = 4;
-    c.k = 16;
-    c.dist = Dist::adversarial_stride;
+    TopkCase c = topk_case(impl, DType::f32, 16 * 128 + 97, 4, 16, Dist::adversarial_stride);
     c.params.stride = 128;
     c.params.count = 16;
     out.push_back(c);
@@ -214,13 +176,8 @@ std::vector<TopkCase> one_stride_cases() {
         for (bool tied : {false, true}) {
           if (tied && dt != DType::f32) continue;
           for (TopkImpl impl : kAllTopkImpls) {
-            TopkCase c;
-            c.impl = impl;
-            c.dtype = dt;
-            c.V = k * S + 97;  // an odd remainder: the winners' stride does not end the row
-            c.rows = 4;
-            c.k = k;
-            c.dist = Dist::adversarial_stride;
+            // an odd remainder: the winners' stride does not end the row
+            TopkCase c = topk_case(impl, dt, k * S + 97, 4, k, Dist::adversarial_stride);
             c.params.stride = S;
             c.params.count = k;
             c.params.channel = -1;
@@ -266,13 +223,7 @@ std::vector<TopkCase> all_equal_cases() {
       for (int32_t k : {16, 50, 256, 1024}) {
         if (k > V) continue;
         for (TopkImpl impl : kAllTopkImpls) {
-          TopkCase c;
-          c.impl = impl;
-          c.dtype = dt;
-          c.V = V;
-          c.rows = 4;
-          c.k = k;
-          c.dist = Dist::constant;
+          TopkCase c = topk_case(impl, dt, V, 4, k, Dist::constant);
           out.push_back(c);
         }
       }
