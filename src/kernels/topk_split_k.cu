@@ -7,6 +7,13 @@
 //            the union of every chunk's exact top-K holds the row's top-K.
 // The kernel boundary is the grid-wide barrier between the two; the chunking depends on V, K
 // and the SM count only, so a row gets the same bits whatever batch it sits in.
+//
+// Why two launches: the single-launch form (the last chunk of a row to finish, found by an
+// atomic counter after a fence, merges the row) was built and measured slower on an H200 at
+// every shape tried, by 1-2 us at one row (1 x 128256 f32, K = 50: 21.5 vs 19.3 us) and up
+// to 8% at 8 x 4M. Its counters must be zero at every call, and a scratch workspace is not,
+// so it needs a memset node in front: the launch it saves comes back as the memset, and the
+// merge still waits for the slowest chunk.
 #include <algorithm>
 
 #include "cuda_check.hpp"
@@ -20,7 +27,13 @@ namespace {
 
 /// A chunk shorter than this spends more on its block's fixed costs than on its data.
 constexpr int64_t kMinChunkElements = 4096;
-/// The merge block reads every chunk's K winners once per radix pass; this bounds that list.
+/// The merge block radix-selects over every chunk's K winners, up to 8 passes of them: past
+/// ~8K keys the merge outweighs the parallelism more chunks buy (1 x 128256 f32, K = 1024, H200:
+/// 32 chunks 62 us, 8 chunks 48 us)...
+constexpr int64_t kMergeFriendlyCandidates = 8192;
+/// ...unless the chunks would be so long that too few blocks stream the row (1 x 4M, K = 1024:
+/// 8 chunks 142 us, 32 chunks 96 us): the merge then takes up to this many.
+constexpr int64_t kMaxChunkElements = 131072;
 constexpr int64_t kMaxMergeCandidates = 32768;
 
 struct SplitTopkPlan {
@@ -30,9 +43,11 @@ struct SplitTopkPlan {
 
 SplitTopkPlan plan_for(int64_t vocab, int32_t k, int sm_count) {
   // About two chunks per SM for one row, none shorter than kMinChunkElements, and no more
-  // chunks than the merge can take (chunks x K candidates).
+  // chunks than the merge takes quickly (chunks x K candidates) unless the row needs them.
   const int64_t target = std::max<int64_t>(kMinChunkElements, (vocab + 2 * sm_count - 1) / (2 * sm_count));
-  const int64_t chunk_cap = std::max<int64_t>(1, kMaxMergeCandidates / k);
+  const int64_t merge_friendly = std::max<int64_t>(1, kMergeFriendlyCandidates / k);
+  const int64_t streaming = (vocab + kMaxChunkElements - 1) / kMaxChunkElements;
+  const int64_t chunk_cap = std::min(std::max(merge_friendly, streaming), std::max<int64_t>(1, kMaxMergeCandidates / k));
   int64_t chunks = std::clamp<int64_t>((vocab + target - 1) / target, 1, chunk_cap);
   int64_t length = (vocab + chunks - 1) / chunks;
   length = (length + 15) / 16 * 16;  // chunks after the first keep the row's 16-byte phase
