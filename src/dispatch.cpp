@@ -26,14 +26,14 @@ SoftmaxAlgorithm choose_softmax_algorithm(int64_t rows, int64_t vocab, DType dty
 // (thresholds sit between the measured shapes):
 //  - K <= 256: from 96 KiB a row (1 x 32000 f32, 125 KB, K=50: split-k 17.0 us vs fused 19.5;
 //    1 x 32000 bf16, 64 KB: fused 19.9 vs split-k 25.4);
-//  - K > 256 (a chunk sorts 1024 winners, the merge reads chunks x 1024): from 768 KiB a row
-//    (1 x 128256 f32, 513 KB, K=1024: fused 57.9 vs 61.8; 1 x 256000 f32, 1 MB: split-k 65.8 vs
-//    78.1);
+//  - K > 256 (a chunk sorts up to 1024 winners, the merge selects from chunks x K): from
+//    192 KiB a row (1 x 32000 f32, 125 KB, K=1024: fused 36.8 us vs split-k 41.4; 1 x 128256
+//    bf16, 257 KB: split-k 57.9 vs fused 60.2; 1 x 128256 f32: split-k 48.3 vs 57.9);
 // and only while the rows alone leave most SMs idle (<= SMs / 4 rows; 256 rows: fused).
 int64_t max_split_k_topk_rows(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
   if (k > kMaxFastTopK) return 0;
   const int64_t row_bytes = vocab * static_cast<int64_t>(dtype_size(dtype));
-  const int64_t min_row_bytes = k <= 256 ? (int64_t{96} << 10) : (int64_t{768} << 10);
+  const int64_t min_row_bytes = k <= 256 ? (int64_t{96} << 10) : (int64_t{192} << 10);
   return row_bytes >= min_row_bytes ? device.sm_count / 4 : 0;
 }
 
