@@ -19,6 +19,7 @@ const DeviceInfo& current_device_info() {
     SOFTK_CUDA_CHECK(cudaDeviceGetAttribute(&info.sm_count, cudaDevAttrMultiProcessorCount, device));
     SOFTK_CUDA_CHECK(cudaDeviceGetAttribute(&info.max_shared_memory_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     SOFTK_CUDA_CHECK(cudaDeviceGetAttribute(&info.l2_bytes, cudaDevAttrL2CacheSize, device));
+    SOFTK_CUDA_CHECK(cudaDeviceGetAttribute(&info.compute_major, cudaDevAttrComputeCapabilityMajor, device));
   });
   return cache[device];
 }

@@ -9,6 +9,7 @@ struct DeviceInfo {
   int sm_count;
   int max_shared_memory_per_block;  ///< opt-in limit, bytes
   int l2_bytes;
+  int compute_major;  ///< 9 and up: programmatic dependent launch
 };
 
 /// The current device's properties. Throws softk::CudaError when no device is usable.

@@ -8,6 +8,11 @@
 // The kernel boundary is the grid-wide barrier between the two; the chunking depends on V, K
 // and the SM count only, so a row gets the same bits whatever batch it sits in.
 //
+// The merge is a programmatic dependent launch where the GPU has it (sm_90): the chunk kernel
+// lets it launch at once, and its block waits in griddepcontrol.wait until every chunk has
+// finished and its writes are visible, so the merge block is resident when the last chunk
+// ends instead of being launched then.
+//
 // Why two launches: the single-launch form (the last chunk of a row to finish, found by an
 // atomic counter after a fence, merges the row) was built and measured slower on an H200 at
 // every shape tried, by 1-2 us at one row (1 x 128256 f32, K = 50: 21.5 vs 19.3 us) and up
@@ -70,11 +75,26 @@ SplitTopkWorkspace carve(int64_t rows, int32_t k, const SplitTopkPlan& plan, voi
   return w;
 }
 
+// Programmatic dependent launch (PTX griddepcontrol, sm_90+). Below sm_90 the merge is launched
+// the ordinary way (see merge_launches_early), and these are no-ops.
+__device__ __forceinline__ void let_dependent_grid_launch() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void wait_for_prerequisite_grid() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 template <typename T, int LA>
 __global__ void __launch_bounds__(kFusedThreads, 2)
     topk_split_k_chunk_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w) {
   extern __shared__ TopkKey candidate_keys[];
   __shared__ FusedTopkShared shared;
+  let_dependent_grid_launch();  // the merge may launch now; it waits for this grid to complete
 
   const int64_t row = blockIdx.y;
   const int64_t begin = int64_t{blockIdx.x} * plan.chunk_length;
@@ -97,6 +117,7 @@ __global__ void __launch_bounds__(kFusedThreads)
   __shared__ SoftmaxState scratch[kFusedThreads / 32];
   __shared__ BlockTopkStorage storage;
 
+  wait_for_prerequisite_grid();  // every chunk done, its writes visible
   const int64_t row = blockIdx.x;
   const auto k = static_cast<unsigned>(problem.k);
   const SoftmaxState* states = w.states + row * plan.chunks;
@@ -125,6 +146,15 @@ __global__ void __launch_bounds__(kFusedThreads)
     write_topk_entry(sorted[j], normalizer, problem.log_probs, probs + j, indices + j);
 }
 
+/// Whether the merge kernel may be launched before the chunks finish: the device supports it,
+/// and the merge was compiled for sm_90+, so that it does wait (griddepcontrol.wait).
+bool merge_launches_early(const DeviceInfo& device) {
+  if (device.compute_major < 9) return false;
+  cudaFuncAttributes merge{};
+  SOFTK_CUDA_CHECK(cudaFuncGetAttributes(&merge, topk_split_k_merge_kernel));
+  return merge.ptxVersion >= 90;
+}
+
 }  // namespace
 
 std::size_t topk_split_k_workspace_size(int64_t rows, int64_t vocab, int32_t k, const DeviceInfo& device) {
@@ -143,8 +173,16 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
                                  problem, plan, w);
     });
   });
-  topk_split_k_merge_kernel<<<static_cast<unsigned>(problem.rows), kFusedThreads, 0, stream>>>(problem, plan, w);
-  SOFTK_CHECK_LAUNCH();
+  cudaLaunchAttribute early{};
+  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  early.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t merge{};
+  merge.gridDim = dim3(static_cast<unsigned>(problem.rows));
+  merge.blockDim = dim3(kFusedThreads);
+  merge.stream = stream;
+  merge.attrs = &early;
+  merge.numAttrs = merge_launches_early(device) ? 1 : 0;
+  SOFTK_CUDA_CHECK(cudaLaunchKernelEx(&merge, topk_split_k_merge_kernel, problem, plan, w));
 }
 
 }  // namespace softk::kernels
