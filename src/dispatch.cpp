@@ -22,18 +22,17 @@ SoftmaxAlgorithm choose_softmax_algorithm(int64_t rows, int64_t vocab, DType dty
 }
 
 // Top-k (H200, bench/RESULTS.md "Top-k dispatch"): K past the fused path's limit goes to radix
-// select. Split-k pays for its chunk blocks' fixed costs and its merge once a row is long enough
-// (thresholds sit between the measured shapes):
-//  - K <= 256: from 96 KiB a row (1 x 32000 f32, 125 KB, K=50: split-k 17.0 us vs fused 19.5;
-//    1 x 32000 bf16, 64 KB: fused 19.9 vs split-k 25.4);
-//  - K > 256 (a chunk sorts up to 1024 winners, the merge selects from chunks x K): from
-//    192 KiB a row (1 x 32000 f32, 125 KB, K=1024: fused 36.8 us vs split-k 41.4; 1 x 128256
-//    bf16, 257 KB: split-k 57.9 vs fused 60.2; 1 x 128256 f32: split-k 48.3 vs 57.9);
+// select. Split-k pays for its second launch once a row is long enough; 32000 is the shortest
+// V measured, and split-k wins there except at K > 256 in bf16:
+//  - K <= 256: from 64000 bytes a row (1 x 32000 bf16, K = 50: split-k 11.1 us vs fused 19.6;
+//    K = 256: 15.3 vs 28.6);
+//  - K > 256: from 128000 bytes (1 x 32000 f32, K = 1024: split-k 26.6 us vs fused 33.8;
+//    1 x 32000 bf16, 64000 bytes: fused 31.7 vs split-k 34.3);
 // and only while the rows alone leave most SMs idle (<= SMs / 4 rows; 256 rows: fused).
 int64_t max_split_k_topk_rows(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
   if (k > kMaxFastTopK) return 0;
   const int64_t row_bytes = vocab * static_cast<int64_t>(dtype_size(dtype));
-  const int64_t min_row_bytes = k <= 256 ? (int64_t{96} << 10) : (int64_t{192} << 10);
+  const int64_t min_row_bytes = k <= 256 ? 64000 : 128000;
   return row_bytes >= min_row_bytes ? device.sm_count / 4 : 0;
 }
 

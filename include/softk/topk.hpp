@@ -15,8 +15,9 @@ namespace softk {
 ///  - radix_select: any K; radix-selects the K-th key of each row, gathers the winners and
 ///                  sorts them (CUB segmented sort). Slower, exact, the path for K > 1024.
 ///  - split_k:      few rows, long rows: each row is cut into chunks, one block each; a chunk
-///                  writes its (m, d) and its exact local top-K to the workspace, and a second
-///                  launch merges them. K <= 1024, rows <= 65535.
+///                  writes its (m, d) and a list of keys holding its local top-K to the
+///                  workspace (short chunks: every key at or above the histogram bin of their
+///                  K-th largest), and a second launch merges them. K <= 1024, rows <= 65535.
 enum class TopkAlgorithm : int32_t { automatic, fused, radix_select, split_k };
 
 const char* to_string(TopkAlgorithm algorithm);

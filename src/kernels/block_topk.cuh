@@ -111,6 +111,30 @@ __device__ void block_bitonic_sort_descending(TopkKey* keys, unsigned n) {
   __syncthreads();
 }
 
+/// Sorts storage.winners[0, n) descending (n <= kMaxFastTopK unique keys, written before a
+/// barrier) and returns the sorted keys: a rank sort into storage.ranked for short lists, the
+/// bitonic network in place (padded to a power of two) otherwise.
+template <int kThreads>
+__device__ const TopkKey* block_sort_winners(unsigned n, BlockTopkStorage& storage) {
+  if (n <= kRankSortMaxK) {
+    for (unsigned i = threadIdx.x; i < n; i += kThreads) {
+      const TopkKey key = storage.winners[i];
+      unsigned rank = 0;
+      for (unsigned j = 0; j < n; ++j) rank += storage.winners[j] > key ? 1u : 0u;
+      storage.ranked[rank] = key;
+    }
+    __syncthreads();
+    return storage.ranked;
+  }
+  static_assert(2 * kThreads >= kMaxFastTopK, "the network gives each warp 64 of at most 2 x kThreads keys");
+  unsigned padded = 64;
+  while (padded < n) padded *= 2;
+  for (unsigned i = n + threadIdx.x; i < padded; i += kThreads) storage.winners[i] = kEmptyKey;  // sorts last
+  __syncthreads();
+  block_bitonic_sort_descending<kThreads>(storage.winners, padded);
+  return storage.winners;
+}
+
 /// Finds the row's K largest keys and returns them descending, in shared memory (k <=
 /// kMaxFastTopK). `for_each_key` must visit at least k unique keys (every caller's source does:
 /// a row or chunk of >= k elements, or a candidate list holding every key >= a k-th-key bound).
@@ -127,23 +151,7 @@ __device__ const TopkKey* block_topk_sorted(unsigned k, ForEachKey&& for_each_ke
     }
   });
   __syncthreads();
-  if (k <= kRankSortMaxK) {
-    for (unsigned i = threadIdx.x; i < k; i += kThreads) {
-      const TopkKey key = storage.winners[i];
-      unsigned rank = 0;
-      for (unsigned j = 0; j < k; ++j) rank += storage.winners[j] > key ? 1u : 0u;
-      storage.ranked[rank] = key;
-    }
-    __syncthreads();
-    return storage.ranked;
-  }
-  static_assert(2 * kThreads >= kMaxFastTopK, "the network gives each warp 64 of at most 2 x kThreads keys");
-  unsigned n = 1;
-  while (n < k) n *= 2;
-  for (unsigned i = k + threadIdx.x; i < n; i += kThreads) storage.winners[i] = kEmptyKey;  // sorts last
-  __syncthreads();
-  block_bitonic_sort_descending<kThreads>(storage.winners, n);
-  return storage.winners;
+  return block_sort_winners<kThreads>(k, storage);
 }
 
 /// One output slot: index and probability (or log-probability) of the token behind `key`.

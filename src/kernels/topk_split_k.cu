@@ -1,10 +1,16 @@
 // Split-k top-k, for few rows and long rows: a block per row leaves most SMs idle, so each row
 // is cut into chunks, one block each.
-//  Launch 1  every chunk runs the fused block core (block_fused_topk.cuh) on its part of the
-//            row and writes its (m, d) and its exact local top-K keys to the workspace.
+//  Launch 1  every chunk writes its (m, d) and a list of keys that holds its exact top-K:
+//            - a short chunk (the batch-1 decode case) histograms its keys' top 12 bits and
+//              lists every key at or above the bin of its K-th largest (block_bin_threshold.cuh):
+//              one pass of shared-memory adds and one scan, no select, no sort;
+//            - a long chunk runs the fused block core (block_fused_topk.cuh), whose prefix
+//              threshold keeps the histogram adds off most of its elements, and lists its
+//              exact top-K.
 //  Launch 2  a block per row merges the chunk states (in a fixed order, so the bits never
-//            depend on scheduling) and radix-selects the row's top-K from the chunks' winners:
-//            the union of every chunk's exact top-K holds the row's top-K.
+//            depend on scheduling) and finds the row's top-K in the union of the lists (which
+//            holds it, as each list holds its chunk's): a histogram of the listed keys gives
+//            the bin of the K-th largest, the keys at or above it are gathered and sorted.
 // The kernel boundary is the grid-wide barrier between the two; the chunking depends on V, K
 // and the SM count only, so a row gets the same bits whatever batch it sits in.
 //
@@ -18,10 +24,14 @@
 // every shape tried, by 1-2 us at one row (1 x 128256 f32, K = 50: 21.5 vs 19.3 us) and up
 // to 8% at 8 x 4M. Its counters must be zero at every call, and a scratch workspace is not,
 // so it needs a memset node in front: the launch it saves comes back as the memset, and the
-// merge still waits for the slowest chunk.
+// merge still waits for the slowest chunk. (A cooperative launch needs no zeroed memory, but
+// one grid.sync costs ~1.1 us on an H200: measured, 132 x 512 threads.)
 #include <algorithm>
+#include <array>
+#include <mutex>
 
 #include "cuda_check.hpp"
+#include "kernels/block_bin_threshold.cuh"
 #include "kernels/block_fused_topk.cuh"
 #include "kernels/topk_launch.hpp"
 #include "kernels/type_dispatch.cuh"
@@ -32,18 +42,33 @@ namespace {
 
 /// A chunk shorter than this spends more on its block's fixed costs than on its data.
 constexpr int64_t kMinChunkElements = 4096;
-/// The merge block radix-selects over every chunk's K winners, up to 8 passes of them: past
-/// ~8K keys the merge outweighs the parallelism more chunks buy (1 x 128256 f32, K = 1024, H200:
-/// 32 chunks 62 us, 8 chunks 48 us)...
+/// The merge reads every chunk's list: past ~8K keys it outweighs the parallelism more chunks
+/// buy (1 x 128256 f32, K = 1024, H200: 32 chunks 62 us, 8 chunks 48 us)...
 constexpr int64_t kMergeFriendlyCandidates = 8192;
 /// ...unless the chunks would be so long that too few blocks stream the row (1 x 4M, K = 1024:
 /// 8 chunks 142 us, 32 chunks 96 us): the merge then takes up to this many.
 constexpr int64_t kMaxChunkElements = 131072;
 constexpr int64_t kMaxMergeCandidates = 32768;
+/// Chunks up to this long take the histogram path: a shared-memory add per element is cheap
+/// while a thread holds a few elements; past it the fused core's prefix threshold, which skips
+/// most elements with one compare, wins (1 x 4M f32, K = 1, 16K-element chunks, H200: 25.0 us
+/// binned vs 20.2 fused)...
+constexpr int64_t kMaxBinnedChunkElements = 8192;
+/// ...except at large K, where the fused core's selects and its K-key sort cost more (K = 1024,
+/// f32: 1 x 128256, 16K-element chunks, 35.5 us binned vs 43.3 fused; 1 x 256000, 32K-element
+/// chunks, 34.1 vs 52.7).
+constexpr int64_t kMaxBinnedLargeKChunkElements = 32768;
+/// Large K, for the two choices above and below. Up to it, the merge finds the row's winners by
+/// histogram: the keys at or above the threshold bin (K plus part of a bin) then fit the
+/// 1024-key sort. Past it they rarely do, and a radix select over the lists is faster than the
+/// histogram pass plus that select (1 x 32000 f32, K = 1024: 26.6 us vs 30.0).
+constexpr int32_t kLargeK = 256;
 
 struct SplitTopkPlan {
   int64_t chunks;
   int64_t chunk_length;
+  bool binned;             ///< chunks list by histogram threshold (else by the fused core)
+  int64_t list_capacity;   ///< keys per chunk list, kEmptyKey padded
 };
 
 SplitTopkPlan plan_for(int64_t vocab, int32_t k, int sm_count) {
@@ -57,20 +82,24 @@ SplitTopkPlan plan_for(int64_t vocab, int32_t k, int sm_count) {
   int64_t length = (vocab + chunks - 1) / chunks;
   length = (length + 15) / 16 * 16;  // chunks after the first keep the row's 16-byte phase
   chunks = (vocab + length - 1) / length;
-  return {chunks, length};
+  const bool binned = length <= (k > kLargeK ? kMaxBinnedLargeKChunkElements : kMaxBinnedChunkElements);
+  // A binned list holds the K winners and the rest of the threshold bin: room for half as many
+  // again (at least 64) covers smooth logits; a chunk whose bin holds more lists its exact top-K.
+  const int64_t capacity = binned ? (k + std::max(k / 2, 64) + 31) / 32 * 32 : k;
+  return {chunks, length, binned, capacity};
 }
 
 struct SplitTopkWorkspace {
   SoftmaxState* states;  ///< [rows, chunks]
-  TopkKey* keys;         ///< [rows, chunks, k]: a chunk's winners, descending, kEmptyKey padded
+  TopkKey* keys;         ///< [rows, chunks, list_capacity]: each chunk's list, kEmptyKey padded
   std::size_t bytes;
 };
 
-SplitTopkWorkspace carve(int64_t rows, int32_t k, const SplitTopkPlan& plan, void* base) {
+SplitTopkWorkspace carve(int64_t rows, const SplitTopkPlan& plan, void* base) {
   detail::WorkspaceCarver carver(base);
   SplitTopkWorkspace w{};
   w.states = carver.take<SoftmaxState>(static_cast<std::size_t>(rows * plan.chunks));
-  w.keys = carver.take<TopkKey>(static_cast<std::size_t>(rows * plan.chunks * k));
+  w.keys = carver.take<TopkKey>(static_cast<std::size_t>(rows * plan.chunks * plan.list_capacity));
   w.bytes = carver.bytes();
   return w;
 }
@@ -89,34 +118,145 @@ __device__ __forceinline__ void wait_for_prerequisite_grid() {
 #endif
 }
 
+/// The part of the row a chunk block covers, and where its state and list go.
+template <typename T>
+struct ChunkSlot {
+  RowSegment<T> chunk;
+  unsigned k;  ///< min(K, chunk length): the chunk's own top-k size
+  int64_t slot;
+  TopkKey* keys;
+
+  __device__ __forceinline__ ChunkSlot(const TopkProblem& problem, const SplitTopkPlan& plan,
+                                       const SplitTopkWorkspace& w)
+      : chunk(nullptr, 0, 0) {
+    const int64_t row = blockIdx.y;
+    const int64_t begin = int64_t{blockIdx.x} * plan.chunk_length;
+    const int64_t length = min(plan.chunk_length, problem.vocab - begin);
+    chunk = RowSegment<T>(row_pointer<T>(problem.logits, row, problem.row_stride) + begin, begin, length);
+    k = static_cast<unsigned>(min(int64_t{problem.k}, length));
+    slot = row * plan.chunks + blockIdx.x;
+    keys = w.keys + slot * plan.list_capacity;
+  }
+
+  /// Pads the list after its `written` keys (a barrier must make `written` final).
+  __device__ __forceinline__ void pad(unsigned written, const SplitTopkPlan& plan) const {
+    for (int64_t j = written + threadIdx.x; j < plan.list_capacity; j += blockDim.x) keys[j] = kEmptyKey;
+  }
+};
+
 template <typename T, int LA>
 __global__ void __launch_bounds__(kFusedThreads, 2)
-    topk_split_k_chunk_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w) {
+    topk_split_k_fused_chunk_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w) {
   extern __shared__ TopkKey candidate_keys[];
   __shared__ FusedTopkShared shared;
   let_dependent_grid_launch();  // the merge may launch now; it waits for this grid to complete
 
-  const int64_t row = blockIdx.y;
-  const int64_t begin = int64_t{blockIdx.x} * plan.chunk_length;
-  const int64_t length = min(plan.chunk_length, problem.vocab - begin);
-  const auto k = static_cast<unsigned>(problem.k);
-  const auto chunk_k = static_cast<unsigned>(min(int64_t{problem.k}, length));
-  const FusedTopkResult result =
-      block_fused_topk<T, LA>(row_pointer<T>(problem.logits, row, problem.row_stride) + begin, begin, length, chunk_k,
-                              problem.k_exp, candidate_keys, shared);
+  const ChunkSlot<T> at(problem, plan, w);
+  const FusedTopkResult result = block_fused_topk<T, LA>(at.chunk.data, at.chunk.first_index, at.chunk.length, at.k,
+                                                         problem.k_exp, candidate_keys, shared);
+  if (threadIdx.x == 0) w.states[at.slot] = result.state;
+  const unsigned written = result.sorted != nullptr ? at.k : 0;  // a NaN chunk lists nothing
+  for (unsigned j = threadIdx.x; j < written; j += kFusedThreads) at.keys[j] = result.sorted[j];
+  at.pad(written, plan);
+}
 
-  const int64_t slot = row * plan.chunks + blockIdx.x;
-  if (threadIdx.x == 0) w.states[slot] = result.state;
-  TopkKey* keys = w.keys + slot * problem.k;
-  for (unsigned j = threadIdx.x; j < k; j += kFusedThreads)
-    keys[j] = (result.sorted != nullptr && j < chunk_k) ? result.sorted[j] : kEmptyKey;
+template <typename T>
+__global__ void __launch_bounds__(kFusedThreads, 2)
+    topk_split_k_binned_chunk_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w) {
+  __shared__ BinHistogram<kFusedThreads> histogram;
+  __shared__ BlockTopkStorage storage;
+  __shared__ SoftmaxState scratch[kFusedThreads / 32];
+  __shared__ unsigned listed;
+  let_dependent_grid_launch();  // the merge may launch now; it waits for this grid to complete
+
+  const ChunkSlot<T> at(problem, plan, w);
+  histogram.clear();
+  if (threadIdx.x == 0) listed = 0;
+  __syncthreads();
+  SoftmaxState state = empty_state();
+  for_each_element<kStreamUnroll>(at.chunk, threadIdx.x, kFusedThreads, [&](const auto& group) {
+    using Group = std::remove_reference_t<decltype(group)>;
+    accumulate(state, group, problem.k_exp);
+#pragma unroll
+    for (int n = 0; n < Group::kRuns; ++n)
+#pragma unroll
+      for (int i = 0; i < Group::kWidth; ++i) histogram.add(make_key(group.x[n][i], 0));
+  });
+  const SoftmaxState total = block_reduce<kFusedThreads / 32>(state, problem.k_exp, scratch);
+  if (threadIdx.x == 0) w.states[at.slot] = total;
+  if (status_of(total) == RowStatus::has_nan) {  // block-uniform; the merge writes a NaN row
+    at.pad(0, plan);
+    return;
+  }
+
+  const BinThreshold cut = histogram.threshold(at.k);
+  unsigned written;
+  if (cut.at_or_above <= plan.list_capacity) {
+    // Re-reads the chunk (from L1/L2) and lists every key in the threshold bin or above.
+    const CandidateList list{at.keys, &listed, static_cast<unsigned>(plan.list_capacity), bin_floor(cut.bin)};
+    for_each_element<kStreamUnroll>(at.chunk, threadIdx.x, kFusedThreads,
+                                    [&](const auto& group) { list.offer(group, at.chunk.first_index); });
+    __syncthreads();
+    written = listed;
+  } else {  // one bin holds too many keys (ties, a flat chunk): list the exact top-K instead
+    const TopkKey* sorted =
+        block_topk_sorted<kFusedThreads>(at.k, RowKeys<kFusedThreads, T>{at.chunk}, storage);
+    for (unsigned j = threadIdx.x; j < at.k; j += kFusedThreads) at.keys[j] = sorted[j];
+    written = at.k;
+  }
+  at.pad(written, plan);
+}
+
+/// Visits every listed key of a row (skipping the padding) across the block, eight loads in
+/// flight per thread: the lists sit in L2, and the merge is a single block.
+struct ListedKeys {
+  const TopkKey* lists;
+  int64_t slots;
+
+  template <typename Visit>
+  __device__ __forceinline__ void operator()(Visit&& visit) const {
+    constexpr int kInFlight = 8;
+    for (int64_t base = threadIdx.x; base < slots; base += int64_t{kInFlight} * kFusedThreads) {
+      TopkKey keys[kInFlight];
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) {
+        const int64_t i = base + int64_t{u} * kFusedThreads;
+        keys[u] = i < slots ? lists[i] : kEmptyKey;
+      }
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u)
+        if (keys[u] != kEmptyKey) visit(keys[u]);
+    }
+  }
+};
+
+/// The row's top-K from the lists by histogram (k <= kLargeK): the bin of the K-th
+/// largest listed key, then every key at or above it, gathered and sorted (or radix-selected
+/// from the lists when that bin is too full to gather). storage.count must be zero.
+__device__ const TopkKey* binned_merge(unsigned k, const ListedKeys& listed, BinHistogram<kFusedThreads>& histogram,
+                                       BlockTopkStorage& storage) {
+  listed([&](TopkKey key) { histogram.add(key); });
+  const BinThreshold cut = histogram.threshold(k);
+  const TopkKey floor_key = TopkKey{cut.bin} << (64 - kBinBits);  // key >= floor_key: bin >= cut.bin
+  const auto at_or_above = [&](auto&& visit) {
+    listed([&](TopkKey key) {
+      if (key >= floor_key) visit(key);
+    });
+  };
+  if (cut.at_or_above > kMaxFastTopK) return block_topk_sorted<kFusedThreads>(k, at_or_above, storage);
+  at_or_above([&](TopkKey key) { storage.winners[atomicAdd(&storage.count, 1u)] = key; });
+  __syncthreads();
+  return block_sort_winners<kFusedThreads>(cut.at_or_above, storage);
 }
 
 __global__ void __launch_bounds__(kFusedThreads)
     topk_split_k_merge_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w) {
   __shared__ SoftmaxState scratch[kFusedThreads / 32];
+  __shared__ BinHistogram<kFusedThreads> histogram;
   __shared__ BlockTopkStorage storage;
 
+  histogram.clear();  // block_reduce's barriers order these before the adds
+  if (threadIdx.x == 0) storage.count = 0;
   wait_for_prerequisite_grid();  // every chunk done, its writes visible
   const int64_t row = blockIdx.x;
   const auto k = static_cast<unsigned>(problem.k);
@@ -132,45 +272,56 @@ __global__ void __launch_bounds__(kFusedThreads)
     write_nan_row<kFusedThreads>(k, probs, indices);
     return;
   }
-  // At least K real keys: every chunk gave min(K, its length) of them.
-  const TopkKey* chunk_keys = w.keys + row * plan.chunks * problem.k;
-  const int64_t listed = plan.chunks * problem.k;
-  const auto chunk_winners = [&](auto&& visit) {
-    for (int64_t i = threadIdx.x; i < listed; i += kFusedThreads) {
-      const TopkKey key = chunk_keys[i];
-      if (key != kEmptyKey) visit(key);
-    }
-  };
-  const TopkKey* sorted = block_topk_sorted<kFusedThreads>(k, chunk_winners, storage);
+  // At least K real keys: every chunk listed at least min(K, its length).
+  const TopkKey* lists = w.keys + row * plan.chunks * plan.list_capacity;
+  const int64_t slots = plan.chunks * plan.list_capacity;
+  const ListedKeys listed{lists, slots};
+  const TopkKey* sorted = k <= kLargeK ? binned_merge(k, listed, histogram, storage)
+                                                : block_topk_sorted<kFusedThreads>(k, listed, storage);
   for (unsigned j = threadIdx.x; j < k; j += kFusedThreads)
     write_topk_entry(sorted[j], normalizer, problem.log_probs, probs + j, indices + j);
 }
 
 /// Whether the merge kernel may be launched before the chunks finish: the device supports it,
-/// and the merge was compiled for sm_90+, so that it does wait (griddepcontrol.wait).
+/// and the merge was compiled for sm_90+, so that it does wait (griddepcontrol.wait). The loaded
+/// image is fixed per device: asked once.
 bool merge_launches_early(const DeviceInfo& device) {
   if (device.compute_major < 9) return false;
-  cudaFuncAttributes merge{};
-  SOFTK_CUDA_CHECK(cudaFuncGetAttributes(&merge, topk_split_k_merge_kernel));
-  return merge.ptxVersion >= 90;
+  constexpr int kMaxDevices = 64;
+  static std::array<bool, kMaxDevices> early{};
+  static std::array<std::once_flag, kMaxDevices> asked;
+  int ordinal = 0;
+  SOFTK_CUDA_CHECK(cudaGetDevice(&ordinal));
+  if (ordinal < 0 || ordinal >= kMaxDevices) return false;
+  std::call_once(asked[ordinal], [ordinal] {
+    cudaFuncAttributes merge{};
+    SOFTK_CUDA_CHECK(cudaFuncGetAttributes(&merge, topk_split_k_merge_kernel));
+    early[ordinal] = merge.ptxVersion >= 90;
+  });
+  return early[ordinal];
 }
 
 }  // namespace
 
 std::size_t topk_split_k_workspace_size(int64_t rows, int64_t vocab, int32_t k, const DeviceInfo& device) {
-  return carve(rows, k, plan_for(vocab, k, device.sm_count), nullptr).bytes;
+  return carve(rows, plan_for(vocab, k, device.sm_count), nullptr).bytes;
 }
 
 void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, void* workspace,
                          cudaStream_t stream) {
   const SplitTopkPlan plan = plan_for(problem.vocab, problem.k, device.sm_count);
-  const SplitTopkWorkspace w = carve(problem.rows, problem.k, plan, workspace);
+  const SplitTopkWorkspace w = carve(problem.rows, plan, workspace);
+  const dim3 grid(static_cast<unsigned>(plan.chunks), static_cast<unsigned>(problem.rows));
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
+    if (plan.binned) {
+      topk_split_k_binned_chunk_kernel<T><<<grid, kFusedThreads, 0, stream>>>(problem, plan, w);
+      SOFTK_CHECK_LAUNCH();
+      return;
+    }
     with_seed_count(problem.k, [&](auto seeds) {
-      launch_with_candidate_list(topk_split_k_chunk_kernel<T, decltype(seeds)::value>,
-                                 dim3(static_cast<unsigned>(plan.chunks), static_cast<unsigned>(problem.rows)), stream,
-                                 problem, plan, w);
+      launch_with_candidate_list(topk_split_k_fused_chunk_kernel<T, decltype(seeds)::value>, grid, stream, problem,
+                                 plan, w);
     });
   });
   cudaLaunchAttribute early{};

@@ -185,9 +185,10 @@ std::vector<TopkCase> huge_cases() {
   return finish(out, true);
 }
 
-// Six small cases for compute-sanitizer memcheck / racecheck: a NaN row on a misaligned base,
-// a masked row, ties over many chunks, +inf across chunks, and a misaligned 2^20+3 row through
-// both split_k and auto.
+// Eight small cases for compute-sanitizer memcheck / racecheck: a NaN row on a misaligned base,
+// a masked row, ties over many chunks (K = 1024, and K = 50, where every binned chunk's threshold
+// bin overflows its list and the merge's bin overflows its gather: both exact fallbacks), +inf
+// across chunks, a binned LLM-like row, and a misaligned 2^20+3 row through both split_k and auto.
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   const auto one = [&](TopkImpl impl, DType dt, int64_t V, int64_t rows, int32_t k, Dist d, Layout layout) {
@@ -196,6 +197,8 @@ std::vector<TopkCase> sanitize_cases() {
   one(TopkImpl::split_k, DType::f32, 4097, 3, 1024, Dist::nan_row, Layout{0, 1});
   one(TopkImpl::split_k, DType::bf16, 33000, 2, 1, Dist::masked_rows, {});
   one(TopkImpl::split_k, DType::f32, 33000, 1, 1024, Dist::constant, {});
+  one(TopkImpl::split_k, DType::f32, 33000, 2, 50, Dist::constant, {});
+  one(TopkImpl::split_k, DType::bf16, 128256, 1, 50, Dist::llm_like, {});
   one(TopkImpl::split_k, DType::bf16, kV1M, 2, 1024, Dist::pm_inf, {});
   one(TopkImpl::split_k, DType::f32, kV1M, 1, 50, Dist::llm_like, Layout{0, 1});
   one(TopkImpl::automatic, DType::f32, kV1M, 1, 50, Dist::llm_like, Layout{0, 1});

@@ -1,0 +1,98 @@
+// Block-wide threshold bin: a histogram of the keys' top 12 bits (sign, exponent, 3 mantissa
+// bits of the logit) and a scan from the top that finds the bin holding the K-th largest key.
+// Every key in a higher bin is a winner, so the keys at or above that bin are the top-K plus
+// the rest of one bin: one pass of shared-memory adds and one scan, where a radix select of the
+// K-th key takes up to 8 passes of ~1,300+ cycles each. Split-k uses it to cut a chunk down to a
+// short candidate list and to cut the chunks' lists down to the row's winners.
+#pragma once
+
+#include <math_constants.h>
+
+#include "kernels/topk_key.cuh"
+
+namespace softk::kernels {
+
+constexpr int kBinBits = 12;
+constexpr unsigned kBins = 1u << kBinBits;
+
+__device__ __forceinline__ unsigned key_bin(TopkKey key) { return static_cast<unsigned>(key >> (64 - kBinBits)); }
+
+/// The smallest logit whose key falls in `bin` or above, for float compares: x >= bin_floor(b)
+/// exactly when key_bin(make_key(x, i)) >= b, for every non-NaN x. The floor of the bin holding
+/// -inf decodes as a NaN (all-ones exponent, low mantissa bits set): that floor is -inf itself.
+__device__ __forceinline__ float bin_floor(unsigned bin) {
+  const float floor = key_value(TopkKey{bin} << (64 - kBinBits));
+  return floor == floor ? floor : -CUDART_INF_F;
+}
+
+struct BinThreshold {
+  unsigned bin;          ///< the bin of the K-th largest key (0 when there are fewer than K keys)
+  unsigned at_or_above;  ///< keys in that bin or above: >= K, or every key when there are fewer
+};
+
+template <int kThreads>
+struct BinHistogram {
+  static_assert(kThreads % 32 == 0 && kBins % (4 * kThreads) == 0, "whole warps, whole uint4s of bins per thread");
+  static constexpr int kBinsPerThread = kBins / kThreads;
+
+  alignas(16) unsigned counts[kBins];
+  unsigned warp_totals[kThreads / 32];
+  BinThreshold found;
+
+  /// Zeroes the counts; a barrier must separate this from the first add.
+  __device__ __forceinline__ void clear() {
+    for (unsigned b = threadIdx.x; b < kBins; b += kThreads) counts[b] = 0;
+  }
+
+  __device__ __forceinline__ void add(TopkKey key) { atomicAdd(&counts[key_bin(key)], 1u); }
+
+  /// Called by the whole block after its adds, with the same k everywhere; every thread gets the
+  /// same answer. Thread t owns kBinsPerThread consecutive bins counted from the top, so an
+  /// exclusive scan over threads gives each thread the count of keys above its bins.
+  __device__ BinThreshold threshold(unsigned k) {
+    __syncthreads();  // every add has landed
+    const unsigned first = kBins - 1 - threadIdx.x * kBinsPerThread;  // this thread's top bin
+    // 16-byte loads: a thread's bins are contiguous, so word loads would conflict
+    // kBinsPerThread ways in the banks (measured ~1 us for the scan on an H200).
+    unsigned own[kBinsPerThread];  // own[i]: bin first - i
+    const auto* quads = reinterpret_cast<const uint4*>(&counts[first + 1 - kBinsPerThread]);
+#pragma unroll
+    for (int q = 0; q < kBinsPerThread / 4; ++q) {
+      const uint4 v = quads[q];
+      own[kBinsPerThread - 1 - 4 * q] = v.x;
+      own[kBinsPerThread - 2 - 4 * q] = v.y;
+      own[kBinsPerThread - 3 - 4 * q] = v.z;
+      own[kBinsPerThread - 4 - 4 * q] = v.w;
+    }
+    unsigned total = 0;
+#pragma unroll
+    for (int i = 0; i < kBinsPerThread; ++i) total += own[i];
+    const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    unsigned inclusive = total;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset *= 2) {
+      const unsigned below = __shfl_up_sync(0xffffffffu, inclusive, offset);
+      if (lane >= offset) inclusive += below;
+    }
+    if (lane == 31) warp_totals[warp] = inclusive;
+    __syncthreads();
+    unsigned above = inclusive - total;
+    for (unsigned w = 0; w < warp; ++w) above += warp_totals[w];
+    if (above < k && k <= above + total) {  // exactly one thread
+      unsigned bin = first;
+#pragma unroll
+      for (int i = 0; i < kBinsPerThread; ++i) {
+        if (above + own[i] >= k) break;
+        above += own[i];
+        --bin;
+      }
+      found = {bin, above + counts[bin]};
+    } else if (threadIdx.x == kThreads - 1 && above + total < k) {  // fewer than k keys
+      found = {0, above + total};
+    }
+    __syncthreads();
+    return found;
+  }
+};
+
+}  // namespace softk::kernels
