@@ -232,10 +232,10 @@ struct ListedKeys {
 
 /// The row's top-K from the lists by histogram (k <= kLargeK): the bin of the K-th
 /// largest listed key, then every key at or above it, gathered and sorted (or radix-selected
-/// from the lists when that bin is too full to gather). storage.count must be zero.
+/// from the lists when that bin is too full to gather). The histogram must hold every listed
+/// key, and storage.count must be zero.
 __device__ const TopkKey* binned_merge(unsigned k, const ListedKeys& listed, BinHistogram<kFusedThreads>& histogram,
                                        BlockTopkStorage& storage) {
-  listed([&](TopkKey key) { histogram.add(key); });
   const BinThreshold cut = histogram.threshold(k);
   const TopkKey floor_key = TopkKey{cut.bin} << (64 - kBinBits);  // key >= floor_key: bin >= cut.bin
   const auto at_or_above = [&](auto&& visit) {
@@ -255,14 +255,21 @@ __global__ void __launch_bounds__(kFusedThreads)
   __shared__ BinHistogram<kFusedThreads> histogram;
   __shared__ BlockTopkStorage storage;
 
-  histogram.clear();  // block_reduce's barriers order these before the adds
+  histogram.clear();
   if (threadIdx.x == 0) storage.count = 0;
+  __syncthreads();  // the counts are zero before any add
   wait_for_prerequisite_grid();  // every chunk done, its writes visible
   const int64_t row = blockIdx.x;
   const auto k = static_cast<unsigned>(problem.k);
   const SoftmaxState* states = w.states + row * plan.chunks;
-  SoftmaxState state = empty_state();
-  for (int64_t c = threadIdx.x; c < plan.chunks; c += kFusedThreads) state = merge(state, states[c], problem.k_exp);
+  const ListedKeys listed{w.keys + row * plan.chunks * plan.list_capacity, plan.chunks * plan.list_capacity};
+  const bool binned = k <= kLargeK;
+  // The first state load is issued before the histogram pass's key loads and consumed after
+  // them: one round trip to L2 for both instead of two in a row.
+  SoftmaxState state = threadIdx.x < plan.chunks ? states[threadIdx.x] : empty_state();
+  if (binned) listed([&](TopkKey key) { histogram.add(key); });  // harmless on a NaN row
+  for (int64_t c = threadIdx.x + kFusedThreads; c < plan.chunks; c += kFusedThreads)
+    state = merge(state, states[c], problem.k_exp);
   const Normalizer normalizer(block_reduce<kFusedThreads / 32>(state, problem.k_exp, scratch), problem.k_exp);
   if (threadIdx.x == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
 
@@ -273,11 +280,8 @@ __global__ void __launch_bounds__(kFusedThreads)
     return;
   }
   // At least K real keys: every chunk listed at least min(K, its length).
-  const TopkKey* lists = w.keys + row * plan.chunks * plan.list_capacity;
-  const int64_t slots = plan.chunks * plan.list_capacity;
-  const ListedKeys listed{lists, slots};
-  const TopkKey* sorted = k <= kLargeK ? binned_merge(k, listed, histogram, storage)
-                                                : block_topk_sorted<kFusedThreads>(k, listed, storage);
+  const TopkKey* sorted =
+      binned ? binned_merge(k, listed, histogram, storage) : block_topk_sorted<kFusedThreads>(k, listed, storage);
   for (unsigned j = threadIdx.x; j < k; j += kFusedThreads)
     write_topk_entry(sorted[j], normalizer, problem.log_probs, probs + j, indices + j);
 }
