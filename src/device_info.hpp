@@ -3,6 +3,9 @@
 // graph capture and costs nothing per op after the first).
 #pragma once
 
+#include <array>
+#include <mutex>
+
 namespace softk {
 
 struct DeviceInfo {
@@ -14,5 +17,23 @@ struct DeviceInfo {
 
 /// The current device's properties. Throws softk::CudaError when no device is usable.
 const DeviceInfo& current_device_info();
+
+namespace detail {
+constexpr int kMaxDevices = 64;
+/// The current device's ordinal. Throws softk::CudaError when no device is usable or the
+/// ordinal is past kMaxDevices.
+int current_device_ordinal();
+}  // namespace detail
+
+/// compute(ordinal) run once per device (thread-safe) and its result cached: for facts fixed
+/// per device, such as attributes or which kernel image the device loaded.
+template <typename T, typename Compute>
+const T& cached_per_device(Compute compute) {
+  static std::array<T, detail::kMaxDevices> cache{};
+  static std::array<std::once_flag, detail::kMaxDevices> filled;
+  const int device = detail::current_device_ordinal();
+  std::call_once(filled[device], [&] { cache[device] = compute(device); });
+  return cache[device];
+}
 
 }  // namespace softk

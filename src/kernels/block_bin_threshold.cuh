@@ -6,8 +6,6 @@
 // short candidate list and to cut the chunks' lists down to the row's winners.
 #pragma once
 
-#include <math_constants.h>
-
 #include "kernels/topk_key.cuh"
 
 namespace softk::kernels {
@@ -17,13 +15,8 @@ constexpr unsigned kBins = 1u << kBinBits;
 
 __device__ __forceinline__ unsigned key_bin(TopkKey key) { return static_cast<unsigned>(key >> (64 - kBinBits)); }
 
-/// The smallest logit whose key falls in `bin` or above, for float compares: x >= bin_floor(b)
-/// exactly when key_bin(make_key(x, i)) >= b, for every non-NaN x. The floor of the bin holding
-/// -inf decodes as a NaN (all-ones exponent, low mantissa bits set): that floor is -inf itself.
-__device__ __forceinline__ float bin_floor(unsigned bin) {
-  const float floor = key_value(TopkKey{bin} << (64 - kBinBits));
-  return floor == floor ? floor : -CUDART_INF_F;
-}
+/// The smallest key in `bin`: key >= bin_floor_key(b) exactly when key_bin(key) >= b.
+__device__ __forceinline__ TopkKey bin_floor_key(unsigned bin) { return TopkKey{bin} << (64 - kBinBits); }
 
 struct BinThreshold {
   unsigned bin;          ///< the bin of the K-th largest key (0 when there are fewer than K keys)

@@ -107,10 +107,7 @@ __device__ FusedTopkResult block_fused_topk(const T* data, int64_t first_index, 
     for (int i = 0; i < LA; ++i) visit(make_key(seeds.values[i], 0xFFFFFFFFu));
   };
   const TopkKey tau = block_radix_select<kThreads, 48>(k, seed_keys, shared.storage.select);
-  // The floor of the bin holding -inf decodes as a NaN (all-ones exponent, low mantissa bits
-  // set): that bound is -inf itself.
-  const float tau_floor = tau == kEmptyKey ? -CUDART_INF_F : key_value(tau);
-  const float threshold = tau_floor == tau_floor ? tau_floor : -CUDART_INF_F;
+  const float threshold = key_threshold(tau);  // -inf for kEmptyKey or the bin of -inf
 
   // Phase B. (block_radix_select ended on a barrier, so candidate_count = 0 is visible.)
   const CandidateList list{candidate_keys, &shared.candidate_count, kCandidateCapacity, threshold};

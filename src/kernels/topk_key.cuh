@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include <math_constants.h>
+
 namespace softk::kernels {
 
 using TopkKey = unsigned long long;
@@ -24,6 +26,16 @@ __device__ __forceinline__ TopkKey make_key(float x, int64_t index) {
 __device__ __forceinline__ float key_value(TopkKey key) {
   const auto ordered = static_cast<uint32_t>(key >> 32);
   return __uint_as_float((ordered & 0x80000000u) ? (ordered & 0x7FFFFFFFu) : ~ordered);
+}
+
+/// A key whose index bits are zero, as a float threshold: for non-NaN x, x >= key_threshold(key)
+/// exactly when make_key(x, i) >= key. A value half that decodes as a NaN lies below every real
+/// key when it is kEmptyKey or a prefix floor in the bin of -inf (all-ones exponent, low mantissa
+/// bits set): its threshold is -inf. (The NaN patterns above +inf are reached only by NaN rows,
+/// whose candidates are never read.)
+__device__ __forceinline__ float key_threshold(TopkKey key) {
+  const float x = key_value(key);
+  return x == x ? x : -CUDART_INF_F;
 }
 
 __device__ __forceinline__ int32_t key_index(TopkKey key) {

@@ -4,13 +4,14 @@
 //            - a short chunk (the batch-1 decode case) histograms its keys' top 12 bits and
 //              lists every key at or above the bin of its K-th largest (block_bin_threshold.cuh):
 //              one pass of shared-memory adds and one scan, no select, no sort;
-//            - a long chunk runs the fused block core (block_fused_topk.cuh), whose prefix
-//              threshold keeps the histogram adds off most of its elements, and lists its
-//              exact top-K.
+//            - a long chunk runs the fused block core (block_fused_topk.cuh), where most
+//              elements cost one compare against its prefix threshold, and lists its exact
+//              top-K.
 //  Launch 2  a block per row merges the chunk states (in a fixed order, so the bits never
 //            depend on scheduling) and finds the row's top-K in the union of the lists (which
-//            holds it, as each list holds its chunk's): a histogram of the listed keys gives
-//            the bin of the K-th largest, the keys at or above it are gathered and sorted.
+//            holds it, as each list holds its chunk's): up to K = 256 a histogram of the
+//            listed keys gives the bin of the K-th largest and the keys at or above it are
+//            gathered and sorted; past it, a radix select over the lists.
 // The kernel boundary is the grid-wide barrier between the two; the chunking depends on V, K
 // and the SM count only, so a row gets the same bits whatever batch it sits in.
 //
@@ -27,8 +28,6 @@
 // merge still waits for the slowest chunk. (A cooperative launch needs no zeroed memory, but
 // one grid.sync costs ~1.1 us on an H200: measured, 132 x 512 threads.)
 #include <algorithm>
-#include <array>
-#include <mutex>
 
 #include "cuda_check.hpp"
 #include "kernels/block_bin_threshold.cuh"
@@ -193,7 +192,8 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   unsigned written;
   if (cut.at_or_above <= plan.list_capacity) {
     // Re-reads the chunk (from L1/L2) and lists every key in the threshold bin or above.
-    const CandidateList list{at.keys, &listed, static_cast<unsigned>(plan.list_capacity), bin_floor(cut.bin)};
+    const CandidateList list{at.keys, &listed, static_cast<unsigned>(plan.list_capacity),
+                             key_threshold(bin_floor_key(cut.bin))};
     for_each_element<kStreamUnroll>(at.chunk, threadIdx.x, kFusedThreads,
                                     [&](const auto& group) { list.offer(group, at.chunk.first_index); });
     __syncthreads();
@@ -237,7 +237,7 @@ struct ListedKeys {
 __device__ const TopkKey* binned_merge(unsigned k, const ListedKeys& listed, BinHistogram<kFusedThreads>& histogram,
                                        BlockTopkStorage& storage) {
   const BinThreshold cut = histogram.threshold(k);
-  const TopkKey floor_key = TopkKey{cut.bin} << (64 - kBinBits);  // key >= floor_key: bin >= cut.bin
+  const TopkKey floor_key = bin_floor_key(cut.bin);
   const auto at_or_above = [&](auto&& visit) {
     listed([&](TopkKey key) {
       if (key >= floor_key) visit(key);
@@ -291,18 +291,11 @@ __global__ void __launch_bounds__(kFusedThreads)
 /// image is fixed per device: asked once.
 bool merge_launches_early(const DeviceInfo& device) {
   if (device.compute_major < 9) return false;
-  constexpr int kMaxDevices = 64;
-  static std::array<bool, kMaxDevices> early{};
-  static std::array<std::once_flag, kMaxDevices> asked;
-  int ordinal = 0;
-  SOFTK_CUDA_CHECK(cudaGetDevice(&ordinal));
-  if (ordinal < 0 || ordinal >= kMaxDevices) return false;
-  std::call_once(asked[ordinal], [ordinal] {
+  return cached_per_device<bool>([](int) {
     cudaFuncAttributes merge{};
     SOFTK_CUDA_CHECK(cudaFuncGetAttributes(&merge, topk_split_k_merge_kernel));
-    early[ordinal] = merge.ptxVersion >= 90;
+    return merge.ptxVersion >= 90;
   });
-  return early[ordinal];
 }
 
 }  // namespace
