@@ -22,13 +22,17 @@ SoftmaxAlgorithm choose_softmax_algorithm(int64_t rows, int64_t vocab, DType dty
 }
 
 // Top-k (H200, bench/RESULTS.md "Top-k dispatch"): K past the fused path's limit goes to radix
-// select. Split-k pays for its second launch once a row is long enough; 32000 is the shortest
-// V measured, and split-k wins there except at K > 256 in bf16:
+// select. Split-k pays for itself once a row is long enough; 32000 is the shortest V measured,
+// and split-k wins there except at K > 256 in bf16:
 //  - K <= 256: from 64000 bytes a row (1 x 32000 bf16, K = 50: split-k 11.1 us vs fused 19.6;
 //    K = 256: 15.3 vs 28.6);
 //  - K > 256: from 128000 bytes (1 x 32000 f32, K = 1024: split-k 26.6 us vs fused 33.8;
 //    1 x 32000 bf16, 64000 bytes: fused 31.7 vs split-k 34.3);
-// and only while the rows alone leave most SMs idle (<= SMs / 4 rows; 256 rows: fused).
+// and only while the rows alone leave most SMs idle: up to SMs / 4 rows (256 rows: fused). That
+// holds for both forms of split-k. The one-cluster form (topk_cluster.cu) runs 7 rows at a time
+// when a row takes 16 CTAs, yet at 32 rows it is still about level with a block per row (32 x
+// 128256 f32, K = 50: 34.8 us vs fused 36.8; bf16 151936: 44.3 vs 40.5; 32 x 256000 f32:
+// 43.4 vs 59.9), and shorter rows take fewer CTAs (32 x 32000 f32: 13.3 vs 20.9).
 int64_t max_split_k_topk_rows(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
   if (k > kMaxFastTopK) return 0;
   const int64_t row_bytes = vocab * static_cast<int64_t>(dtype_size(dtype));

@@ -14,10 +14,14 @@ namespace softk {
 ///                  a winner, so the result is exact on every input. K <= 1024.
 ///  - radix_select: any K; radix-selects the K-th key of each row, gathers the winners and
 ///                  sorts them (CUB segmented sort). Slower, exact, the path for K > 1024.
-///  - split_k:      few rows, long rows: each row is cut into chunks, one block each; a chunk
-///                  writes its (m, d) and a list of keys holding its local top-K to the
-///                  workspace (short chunks: every key at or above the histogram bin of their
-///                  K-th largest), and a second launch merges them. K <= 1024, rows <= 65535.
+///  - split_k:      few rows, long rows: each row is cut into chunks, one block each, and
+///                  the chunks' (m, d) and candidate keys are merged into the row's top-K. On
+///                  sm_90+, at K <= 256, a row that fits the registers of one thread-block
+///                  cluster (up to 256K fp32 or 512K fp16 / bf16 tokens) runs in one launch, its
+///                  chunks agreeing on a threshold through distributed shared memory (no
+///                  workspace). Otherwise a chunk writes its (m, d) and a list of keys holding
+///                  its local top-K to the workspace, and a second launch merges them.
+///                  K <= 1024, rows <= 65535.
 enum class TopkAlgorithm : int32_t { automatic, fused, radix_select, split_k };
 
 const char* to_string(TopkAlgorithm algorithm);

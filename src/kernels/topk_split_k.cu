@@ -1,5 +1,7 @@
 // Split-k top-k, for few rows and long rows: a block per row leaves most SMs idle, so each row
-// is cut into chunks, one block each.
+// is cut into chunks, one block each. (A row that fits the registers of one thread-block
+// cluster, at K <= 256, runs in a single launch instead: topk_cluster.cu. This file is the
+// general form: any V, any K <= kMaxFastTopK, any GPU.)
 //  Launch 1  every chunk writes its (m, d) and a list of keys that holds its exact top-K:
 //            - a short chunk (the batch-1 decode case) histograms its keys' top 12 bits and
 //              lists every key at or above the bin of its K-th largest (block_bin_threshold.cuh):
@@ -20,13 +22,14 @@
 // finished and its writes are visible, so the merge block is resident when the last chunk
 // ends instead of being launched then.
 //
-// Why two launches: the single-launch form (the last chunk of a row to finish, found by an
+// Why two launches here: the single-launch form (the last chunk of a row to finish, found by an
 // atomic counter after a fence, merges the row) was built and measured slower on an H200 at
 // every shape tried, by 1-2 us at one row (1 x 128256 f32, K = 50: 21.5 vs 19.3 us) and up
 // to 8% at 8 x 4M. Its counters must be zero at every call, and a scratch workspace is not,
 // so it needs a memset node in front: the launch it saves comes back as the memset, and the
 // merge still waits for the slowest chunk. (A cooperative launch needs no zeroed memory, but
-// one grid.sync costs ~1.1 us on an H200: measured, 132 x 512 threads.)
+// one grid.sync costs ~1.1 us on an H200: measured, 132 x 512 threads.) The single launch that
+// did win is the cluster form, whose barrier and merge stay inside one GPC.
 #include <algorithm>
 
 #include "cuda_check.hpp"
@@ -300,12 +303,17 @@ bool merge_launches_early(const DeviceInfo& device) {
 
 }  // namespace
 
-std::size_t topk_split_k_workspace_size(int64_t rows, int64_t vocab, int32_t k, const DeviceInfo& device) {
+std::size_t topk_split_k_workspace_size(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
+  if (topk_cluster_fits(vocab, dtype, k, device)) return 0;
   return carve(rows, plan_for(vocab, k, device.sm_count), nullptr).bytes;
 }
 
 void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, void* workspace,
                          cudaStream_t stream) {
+  if (topk_cluster_fits(problem.vocab, problem.dtype, problem.k, device)) {
+    launch_topk_cluster(problem, device, stream);
+    return;
+  }
   const SplitTopkPlan plan = plan_for(problem.vocab, problem.k, device.sm_count);
   const SplitTopkWorkspace w = carve(problem.rows, plan, workspace);
   const dim3 grid(static_cast<unsigned>(plan.chunks), static_cast<unsigned>(problem.rows));

@@ -10,7 +10,8 @@
 //                        layouts with log-probs; temperature
 //   Huge/TopkSplitK      V = 2^24+3 on the inputs that stress the merge, and V = 2^26 (K = 50,
 //                        f32 llm_like and bf16 normal)
-//   Sanitize/TopkSplitK  six small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*')
+//   Sanitize/TopkSplitK  eleven small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
+//                        through both forms (one cluster a row, two launches)
 // plus TopkSplitKWorkspace (too-small / null workspace) and TopkSplitKDispatch (auto keeps room
 // for split-k when a single row is long). '--gtest_filter=*SplitK*' selects all of it.
 //
@@ -185,23 +186,29 @@ std::vector<TopkCase> huge_cases() {
   return finish(out, true);
 }
 
-// Eight small cases for compute-sanitizer memcheck / racecheck: a NaN row on a misaligned base,
-// a masked row, ties over many chunks (K = 1024, and K = 50, where every binned chunk's threshold
-// bin overflows its list and the merge's bin overflows its gather: both exact fallbacks), +inf
-// across chunks, a binned LLM-like row, and a misaligned 2^20+3 row through both split_k and auto.
+// Small cases for compute-sanitizer memcheck / racecheck / synccheck, through both forms of
+// split-k. Two-launch (V past a cluster's registers, or K > 256): a NaN row on a misaligned base;
+// ties over many chunks (K = 1024, and K = 50 at 300000, where every binned chunk's threshold
+// bin overflows its list and the merge's bin overflows its gather: both exact fallbacks); +inf
+// across chunks; a misaligned 2^20+3 row through both split_k and auto. One cluster a row
+// (topk_cluster.cu): a masked row and a constant row (the select goes down to the index bits,
+// level by level), a NaN row on a misaligned base, +inf, and a 16-CTA LLM-like bf16 row.
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   const auto one = [&](TopkImpl impl, DType dt, int64_t V, int64_t rows, int32_t k, Dist d, Layout layout) {
     out.push_back(make_case(impl, dt, V, rows, k, d, params_for(d, V, k), Extra{layout}));
   };
   one(TopkImpl::split_k, DType::f32, 4097, 3, 1024, Dist::nan_row, Layout{0, 1});
-  one(TopkImpl::split_k, DType::bf16, 33000, 2, 1, Dist::masked_rows, {});
   one(TopkImpl::split_k, DType::f32, 33000, 1, 1024, Dist::constant, {});
-  one(TopkImpl::split_k, DType::f32, 33000, 2, 50, Dist::constant, {});
-  one(TopkImpl::split_k, DType::bf16, 128256, 1, 50, Dist::llm_like, {});
+  one(TopkImpl::split_k, DType::f32, 300000, 2, 50, Dist::constant, {});
   one(TopkImpl::split_k, DType::bf16, kV1M, 2, 1024, Dist::pm_inf, {});
   one(TopkImpl::split_k, DType::f32, kV1M, 1, 50, Dist::llm_like, Layout{0, 1});
   one(TopkImpl::automatic, DType::f32, kV1M, 1, 50, Dist::llm_like, Layout{0, 1});
+  one(TopkImpl::split_k, DType::bf16, 33000, 2, 1, Dist::masked_rows, {});
+  one(TopkImpl::split_k, DType::f32, 33000, 2, 50, Dist::constant, {});
+  one(TopkImpl::split_k, DType::f32, 4097, 3, 16, Dist::nan_row, Layout{0, 1});
+  one(TopkImpl::split_k, DType::f32, 128256, 1, 256, Dist::pm_inf, {});
+  one(TopkImpl::split_k, DType::bf16, 256000, 1, 50, Dist::llm_like, {});
   return finish(out, true);
 }
 

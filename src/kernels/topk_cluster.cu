@@ -1,0 +1,472 @@
+// Split-k top-k in one launch, for a row that fits the registers of a thread-block cluster
+// (sm_90+, K <= 256): the batch-1 decode case. The two-launch split-k (topk_split_k.cu) spends
+// ~5 us of latency-bound steps in each of its kernels plus a launch between them; here the
+// chunks of a row are the CTAs of one cluster (16 where the device can hold it, else 8), each
+// holds its chunk in registers (one DRAM round trip), and they agree on the row's threshold
+// through distributed shared memory instead of a workspace and a second launch.
+//
+//  1. Every CTA loads its chunk into registers, folds it into one (m, d) a warp and counts its
+//     keys' top 12 bits (the 4096 bins of block_bin_threshold.cuh) in its shared memory.
+//  2. Cluster barrier. Warp 0 of the leader (rank 0) reads every warp's maximum, then walks the
+//     cluster's counts down from the maximum's bin, 32 bins a step, to the bin holding the
+//     row's K-th largest key (with logits, one step). Warp 1 merges the row's (m, d) meanwhile.
+//  3. If the keys at or above that bin fit the leader's 1024-key gather, its floor is the
+//     threshold. Otherwise (ties, flat rows) every CTA counts the next 12 key bits of the keys
+//     in that bin, the leader sums and scans them, and so on down to the index bits, where keys
+//     are unique: a radix select over the cluster, taken only when winners tie or crowd a bin.
+//  4. Cluster barrier: every CTA sends its keys at or above the threshold (K plus part of a bin)
+//     to the leader. A third barrier, and the leader sorts them and writes the row.
+// Three cluster barriers (two more a further level) and no workspace: nothing to zero, nothing
+// to launch in between. Each
+// DSMEM round trip is ~200 ns, so every remote read a step needs is issued before any is used.
+#include <cooperative_groups.h>
+
+#include <algorithm>
+
+#include "cuda_check.hpp"
+#include "kernels/block_bin_threshold.cuh"
+#include "kernels/block_topk.cuh"
+#include "kernels/topk_launch.hpp"
+#include "kernels/type_dispatch.cuh"
+
+namespace softk::kernels {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kClusterThreads = 512;
+/// 16 CTAs a cluster is past the portable limit of 8, so it is asked for per device; the
+/// register capacity of a row doubles with it.
+constexpr int kLargeCluster = 16;
+constexpr int kPortableCluster = 8;
+/// 16-byte vectors a thread holds. The largest holds 512 threads x 8 vectors = 16K fp32 (32K
+/// bf16) elements a CTA, so 256K fp32 tokens fit a 16-CTA cluster.
+constexpr int kMaxHeldVectors = 8;
+/// CTAs are added to a row's cluster until each thread holds about this many elements (what a
+/// thread folds and counts before the first barrier). More CTAs for one row buy little (1 x
+/// 32000 f32, K = 50: 4 CTAs ~7.3 us, 16 CTAs ~6.6; H200, separate runs) and leave fewer
+/// clusters resident (7 of 16 CTAs on an H200), so rows queue (8 x 32000 f32: ~8.0 vs ~11.0
+/// us); more elements a thread cost more than they save (1 x 128256 bf16: 32 a thread ~10.6
+/// us, 16 a thread ~7.7).
+constexpr int kTargetElementsPerThread = 16;
+/// Up to this K the threshold bin almost always leaves few enough keys to gather in one level.
+/// Past it the bin often holds more (bf16 ties above all), each further level costs two cluster
+/// barriers and a 4096-bin pull, and the sort of ~1024 keys dominates: the two-launch split-k
+/// was as fast or faster there (H200, K = 1024: 1 x 128256 bf16 39.9 us vs 39.0; 8 x 128256
+/// bf16 69.5 vs 41.4; only 1 x 128256 f32 was faster here, 22.1 vs 30.7).
+constexpr int32_t kMaxClusterK = 256;
+
+struct ClusterTopkPlan {
+  int ctas;              ///< CTAs a row (the cluster size)
+  int64_t chunk_length;  ///< elements a CTA (a multiple of 16: every chunk keeps the row's 16-byte phase)
+  int held_vectors;      ///< 16-byte vectors a thread holds (a compile-time choice: 2, 4 or 8)
+};
+
+
+/// What the leader decided at one level, copied to every CTA of the cluster.
+struct LevelDecision {
+  TopkKey prefix;      ///< the key bits fixed so far (bits outside `decided` are zero)
+  TopkKey decided;     ///< mask of those bits
+  unsigned remaining;  ///< winners still to find among the keys matching the prefix
+  unsigned above;      ///< keys above the prefix's range: winners already
+  int level;           ///< the level whose digits the CTAs count next
+  bool done;           ///< every key >= prefix is gathered (the threshold)
+  bool nan_row;        ///< the row holds NaN: nothing is gathered, the leader writes a NaN row
+};
+
+constexpr int kWarps = kClusterThreads / 32;
+
+struct ClusterShared {
+  BinHistogram<kClusterThreads> local;  ///< this CTA's counts at the current level
+  BinHistogram<kClusterThreads> total;  ///< the leader's: the cluster's counts (levels past the first)
+  SoftmaxState warp_states[kWarps];     ///< this CTA's (m, d), a state a warp
+  SoftmaxState row_state;               ///< the leader's: every warp state merged
+  LevelDecision decision;
+  BlockTopkStorage gathered;  ///< the leader's: the keys at or above the threshold, then sorted
+};
+
+/// A CTA's chunk of the row, held in registers: body vectors tid + j x kClusterThreads
+/// (coalesced), and one scalar a thread for the unaligned head and tail.
+template <typename T, int kVectors>
+struct HeldChunk {
+  static constexpr int kWidth = kVectorWidth<T>;
+  RowSegment<T> segment;
+  RawVector raw[kVectors];
+  float edge;
+
+  __device__ __forceinline__ HeldChunk(const T* data, int64_t first_index, int64_t length)
+      : segment(data, first_index, length) {
+    const RawVector* body = segment.body();
+#pragma unroll
+    for (int j = 0; j < kVectors; ++j) {
+      const int64_t v = threadIdx.x + int64_t{j} * kClusterThreads;
+      raw[j] = v < segment.body_vectors ? load_vector(body + v) : RawVector{};
+    }
+    edge = threadIdx.x < segment.edges() ? to_float(segment.data[segment.edge_offset(threadIdx.x)]) : 0.0f;
+  }
+
+  /// Visits the thread's elements as ElementGroups (the form accumulate() takes).
+  template <typename Visit>
+  __device__ __forceinline__ void for_each_group(Visit&& visit) const {
+    if (threadIdx.x < segment.edges()) {
+      ElementGroup<1, 1> group;
+      group.x[0][0] = edge;
+      group.offset[0] = segment.edge_offset(threadIdx.x);
+      visit(group);
+    }
+#pragma unroll
+    for (int j = 0; j < kVectors; ++j) {
+      const int64_t v = threadIdx.x + int64_t{j} * kClusterThreads;
+      if (v < segment.body_vectors) {
+        ElementGroup<1, kWidth> group;
+        widen<T>(raw[j], group.x[0]);
+        group.offset[0] = segment.body_offset(v);
+        visit(group);
+      }
+    }
+  }
+
+  template <typename Visit>
+  __device__ __forceinline__ void for_each_key(Visit&& visit) const {
+    for_each_group([&](const auto& group) {
+      using Group = std::remove_reference_t<decltype(group)>;
+#pragma unroll
+      for (int i = 0; i < Group::kWidth; ++i)
+        visit(make_key(group.x[0][i], segment.first_index + group.offset[0] + i));
+    });
+  }
+};
+
+// The cluster steps exist from sm_90 on; an image built for an older GPU gets an empty kernel,
+// which cluster_ctas() never launches (it reads the loaded image's PTX version).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+
+/// The leader gathers at most this many keys: the sort's limit (block_sort_winners).
+constexpr unsigned kGatherCapacity = kMaxFastTopK;
+
+/// The digit of the key examined at each level of the select: 12 bits at a time from the top
+/// (the first level is the value's sign, exponent and 3 mantissa bits, as in key_bin).
+__device__ constexpr int digit_shift(int level) { return 64 - kBinBits * (level + 1) > 0 ? 64 - kBinBits * (level + 1) : 0; }
+
+/// Bin b summed over the cluster's CTAs. The loop is unrolled to the largest cluster so that
+/// every remote load is issued before the first add: a rolled loop waits one DSMEM round trip
+/// (~200 ns) per CTA.
+__device__ __forceinline__ unsigned cluster_count(const cg::cluster_group& cluster, ClusterShared& s, unsigned b) {
+  const unsigned ranks = cluster.num_blocks();
+  unsigned counts[kLargeCluster];
+#pragma unroll
+  for (unsigned r = 0; r < kLargeCluster; ++r) counts[r] = r < ranks ? cluster.map_shared_rank(s.local.counts, r)[b] : 0u;
+  unsigned sum = 0;
+#pragma unroll
+  for (unsigned r = 0; r < kLargeCluster; ++r) sum += counts[r];
+  return sum;
+}
+
+/// Fetches a value of every warp state of the cluster into one warp of the leader: lane l gets
+/// slots [kPerLane l, kPerLane (l + 1)) of the (rank, warp) order, `none` past the last CTA.
+/// Independent loads: one remote round trip for all.
+template <int kPerLane, typename T, typename Get>
+__device__ __forceinline__ void gather_per_warp(const cg::cluster_group& cluster, ClusterShared& s, T (&out)[kPerLane],
+                                                Get get, T none) {
+  const unsigned slots = cluster.num_blocks() * kWarps;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const unsigned slot = (threadIdx.x % 32) * kPerLane + i;
+    out[i] = slot < slots ? get(*cluster.map_shared_rank(&s.warp_states[slot % kWarps], slot / kWarps)) : none;
+  }
+}
+constexpr int kStatesPerLane = kLargeCluster * kWarps / 32;
+
+/// The row's (m, d) from every warp state of the cluster (one warp of the leader; every lane
+/// gets the same bits). Not a chain of pairwise merges, whose two exponentials a step form the
+/// leader's longest dependency chain: the maximum first, then every state rescaled to it at
+/// once, summed in a fixed order (each lane its slots in order, then a butterfly, whose two
+/// partners add the same two numbers), so the bits never depend on scheduling.
+__device__ SoftmaxState merge_row_state(const cg::cluster_group& cluster, ClusterShared& s, float k_exp) {
+  SoftmaxState states[kStatesPerLane];
+  gather_per_warp(cluster, s, states, [](const SoftmaxState& x) { return x; }, empty_state());
+  float m = states[0].max;
+#pragma unroll
+  for (int i = 1; i < kStatesPerLane; ++i) m = fmaxf(m, states[i].max);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kStatesPerLane; ++i) sum = __fadd_rn(sum, __fmul_rn(states[i].sum, rescale(states[i].max, m, k_exp)));
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, offset));
+  return {m, sum};
+}
+
+struct WalkResult {
+  bool nan_row;
+  BinThreshold cut;
+  unsigned in_bin;  ///< keys in cut.bin
+};
+
+/// Level 0 (warp 0 of the leader): the bin of the k-th largest key, walking the cluster's
+/// counts down from the bin of the row's maximum, 32 bins a step (lane l reads bin top - l of
+/// every CTA: one remote round trip a step). Logits put the K-th key within a few bins of the
+/// maximum's, so this is one step where a full scan reads 4096 bins of every CTA; a row whose
+/// maximum sits far above the rest (+inf) walks further. A NaN row (NaN keys lie outside the
+/// walk) is reported before it.
+__device__ WalkResult walk_from_max(const cg::cluster_group& cluster, ClusterShared& s, unsigned k) {
+  SoftmaxState states[kStatesPerLane];
+  gather_per_warp(cluster, s, states, [](const SoftmaxState& x) { return x; }, empty_state());
+  float m = states[0].max;
+  bool nan = false;
+#pragma unroll
+  for (int i = 0; i < kStatesPerLane; ++i) {
+    m = fmaxf(m, states[i].max);
+    nan = nan || states[i].sum != states[i].sum;
+  }
+  if (__any_sync(0xffffffffu, nan)) return {true, {0, 0}, 0};
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  const unsigned lane = threadIdx.x % 32;
+  unsigned above = 0;
+  for (int top = static_cast<int>(key_bin(make_key(m, 0))); top >= 0; top -= 32) {
+    const int bin = top - static_cast<int>(lane);
+    const unsigned count = bin >= 0 ? cluster_count(cluster, s, static_cast<unsigned>(bin)) : 0u;
+    unsigned inclusive = count;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset *= 2) {
+      const unsigned below = __shfl_up_sync(0xffffffffu, inclusive, offset);
+      if (lane >= static_cast<unsigned>(offset)) inclusive += below;
+    }
+    const unsigned reached = __ballot_sync(0xffffffffu, above + inclusive >= k);
+    if (reached != 0) {
+      const int first = __ffs(reached) - 1;
+      const BinThreshold cut{static_cast<unsigned>(top - first), above + __shfl_sync(0xffffffffu, inclusive, first)};
+      return {false, cut, __shfl_sync(0xffffffffu, count, first)};
+    }
+    above += __shfl_sync(0xffffffffu, inclusive, 31);
+  }
+  __trap();  // unreachable: a row without NaN has all its V >= k keys at or below its maximum's bin
+}
+
+/// Levels past the first (the whole leader CTA): the cluster's counts summed into `total`, then
+/// scanned for the bin of the remaining-th largest matching key.
+__device__ BinThreshold pull_and_scan(const cg::cluster_group& cluster, ClusterShared& s, unsigned remaining) {
+  for (unsigned b = threadIdx.x; b < kBins; b += kClusterThreads) s.total.counts[b] = cluster_count(cluster, s, b);
+  return s.total.threshold(remaining);  // starts with a barrier: every sum is written
+}
+
+/// The leader's step (the whole leader CTA, after the barrier that made every count visible):
+/// find the digit of the remaining-th largest matching key, then fix the threshold or go one
+/// level down. Writes the decision into every CTA.
+__device__ void decide(const cg::cluster_group& cluster, ClusterShared& s, const LevelDecision& current, float k_exp) {
+  LevelDecision next = current;
+  if (current.level == 0) {
+    if (threadIdx.x >= 32) {
+      // Warp 1 merges the row's (m, d) meanwhile, off the path every CTA waits on.
+      if (threadIdx.x < 64) {
+        const SoftmaxState merged = merge_row_state(cluster, s, k_exp);
+        if (threadIdx.x == 32) s.row_state = merged;
+      }
+      return;  // warp 0 walks, and writes the decision
+    }
+    const WalkResult walk = walk_from_max(cluster, s, current.remaining);
+    next.nan_row = walk.nan_row;
+    next.prefix = bin_floor_key(walk.cut.bin);
+    next.decided = TopkKey{kBins - 1} << digit_shift(0);
+    next.done = walk.nan_row || walk.cut.at_or_above <= kGatherCapacity;
+    next.remaining = current.remaining - (walk.cut.at_or_above - walk.in_bin);
+    next.above = walk.cut.at_or_above - walk.in_bin;
+  } else {
+    const BinThreshold cut = pull_and_scan(cluster, s, current.remaining);
+    const int shift = digit_shift(current.level);
+    const unsigned above_bin = cut.at_or_above - s.total.counts[cut.bin];
+    next.prefix = current.prefix | (TopkKey{cut.bin} << shift);
+    next.decided = current.decided | (TopkKey{kBins - 1} << shift);
+    // Keys matching a level-4 prefix differ only in their low 4 bits, so at most 16 share that
+    // level's bin and the count is at most K + 15: the search ends there at the latest (the
+    // shift == 0 test only makes the bound visible to a reader).
+    next.done = current.above + cut.at_or_above <= kGatherCapacity || shift == 0;
+    next.remaining = current.remaining - above_bin;
+    next.above = current.above + above_bin;
+  }
+  if (!next.done) ++next.level;
+  if (threadIdx.x < cluster.num_blocks()) *cluster.map_shared_rank(&s.decision, threadIdx.x) = next;
+}
+
+#endif  // sm_90+
+
+template <typename T, int kVectors>
+__global__ void __launch_bounds__(kClusterThreads, 1)
+    topk_cluster_kernel(TopkProblem problem, ClusterTopkPlan plan) {
+#if __CUDA_ARCH__ >= 900
+  __shared__ ClusterShared s;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const unsigned rank = cluster.block_rank();
+  const bool leader = rank == 0;
+  const int64_t row = blockIdx.y;
+  const auto k = static_cast<unsigned>(problem.k);
+
+  const int64_t begin = int64_t{rank} * plan.chunk_length;
+  const int64_t length = max(int64_t{0}, min(plan.chunk_length, problem.vocab - begin));
+  const HeldChunk<T, kVectors> held(row_pointer<T>(problem.logits, row, problem.row_stride) + begin, begin, length);
+
+  s.local.clear();
+  if (leader && threadIdx.x == 0) s.gathered.count = 0;
+  __syncthreads();  // counters zeroed before the adds
+
+  SoftmaxState state = empty_state();
+  held.for_each_group([&](const auto& group) {
+    using Group = std::remove_reference_t<decltype(group)>;
+    accumulate(state, group, problem.k_exp);
+#pragma unroll
+    for (int i = 0; i < Group::kWidth; ++i) atomicAdd(&s.local.counts[key_bin(make_key(group.x[0][i], 0))], 1u);
+  });
+  // A state a warp, merged by the leader later: no block-wide reduction (two barriers and a
+  // serial merge) in front of the first cluster barrier.
+  state = warp_reduce(state, problem.k_exp);
+  if (threadIdx.x % 32 == 0) s.warp_states[threadIdx.x / 32] = state;
+
+  LevelDecision decision{0, 0, k, 0, 0, false, false};
+  for (;;) {
+    cluster.sync();  // every count and warp state of the cluster visible
+    if (leader) decide(cluster, s, decision, problem.k_exp);
+    cluster.sync();  // the decision in every CTA; the counts no longer read
+    decision = s.decision;
+    if (decision.done) break;
+    s.local.clear();
+    __syncthreads();
+    const int shift = digit_shift(decision.level);
+    held.for_each_key([&](TopkKey key) {
+      if ((key & decision.decided) == decision.prefix)
+        atomicAdd(&s.local.counts[static_cast<unsigned>(key >> shift) & (kBins - 1)], 1u);
+    });
+  }
+
+  if (!decision.nan_row) {
+    unsigned* leader_count = cluster.map_shared_rank(&s.gathered.count, 0);
+    TopkKey* leader_keys = cluster.map_shared_rank(s.gathered.winners, 0);
+    held.for_each_key([&](TopkKey key) {
+      if (key >= decision.prefix) {
+        const unsigned slot = atomicAdd(leader_count, 1u);
+        if (slot < kGatherCapacity) leader_keys[slot] = key;  // always: the decision bounded the count
+      }
+    });
+  }
+  cluster.sync();  // every key at the leader; no CTA's shared memory is read after this
+  if (!leader) return;
+
+  const Normalizer normalizer(s.row_state, problem.k_exp);
+  if (threadIdx.x == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
+  float* probs = problem.probs + row * problem.k;
+  int32_t* indices = problem.indices + row * problem.k;
+  if (decision.nan_row) {  // block-uniform; the row state says has_nan too
+    write_nan_row<kClusterThreads>(k, probs, indices);
+    return;
+  }
+  const TopkKey* sorted = block_sort_winners<kClusterThreads>(s.gathered.count, s.gathered);
+  for (unsigned j = threadIdx.x; j < k; j += kClusterThreads)
+    write_topk_entry(sorted[j], normalizer, problem.log_probs, probs + j, indices + j);
+#endif
+}
+
+template <typename F>
+void with_held_vectors(int held_vectors, F&& f) {
+  switch (held_vectors) {
+    case 2: f(std::integral_constant<int, 2>{}); return;
+    case 4: f(std::integral_constant<int, 4>{}); return;
+    default: f(std::integral_constant<int, kMaxHeldVectors>{}); return;
+  }
+}
+
+template <typename F>
+void for_each_cluster_kernel(F&& f) {
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16})
+    with_input_type(dtype, [&](auto in) {
+      using T = typename decltype(in)::type;
+      for (int held : {2, 4, kMaxHeldVectors})
+        with_held_vectors(held, [&](auto vectors) { f(topk_cluster_kernel<T, decltype(vectors)::value>); });
+    });
+}
+
+/// Whether a cluster of `ctas` CTAs of the largest kernel can be resident on this device.
+bool cluster_fits(int ctas) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = static_cast<unsigned>(ctas);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(ctas));
+  config.blockDim = dim3(kClusterThreads);
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  int clusters = 0;
+  const cudaError_t pending = cudaPeekAtLastError();
+  const cudaError_t status =
+      cudaOccupancyMaxActiveClusters(&clusters, topk_cluster_kernel<float, kMaxHeldVectors>, &config);
+  if (status != cudaSuccess) {
+    if (pending == cudaSuccess) (void)cudaGetLastError();  // a refused size is an answer, not an error to leave behind
+    return false;
+  }
+  return clusters > 0;
+}
+
+/// CTAs a cluster on the current device: 16 where it can be resident, else 8; 0 where the
+/// device or the loaded image has no clusters (before sm_90). Asked once per device.
+int cluster_ctas(const DeviceInfo& device) {
+  if (device.compute_major < 9) return 0;
+  return cached_per_device<int>([](int) {
+    cudaFuncAttributes image{};
+    SOFTK_CUDA_CHECK(cudaFuncGetAttributes(&image, topk_cluster_kernel<float, kMaxHeldVectors>));
+    if (image.ptxVersion < 90) return 0;
+    for_each_cluster_kernel([](auto* kernel) {
+      SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    });
+    if (cluster_fits(kLargeCluster)) return kLargeCluster;
+    return cluster_fits(kPortableCluster) ? kPortableCluster : 0;
+  });
+}
+
+/// The plan for a row of `vocab` tokens; held_vectors 0 when the row does not fit or K is past
+/// kMaxClusterK. Depends on V, K, the dtype and the device only, so a row gets the same bits
+/// whatever batch it sits in.
+ClusterTopkPlan cluster_plan_for(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
+  if (k > kMaxClusterK) return {0, 0, 0};
+  const int max_ctas = cluster_ctas(device);
+  if (max_ctas == 0) return {0, 0, 0};
+  const int64_t width = 16 / static_cast<int64_t>(dtype_size(dtype));
+  const int64_t target = int64_t{kTargetElementsPerThread} * kClusterThreads;
+  const int ctas = static_cast<int>(std::min<int64_t>(max_ctas, (vocab + target - 1) / target));
+  const int64_t chunk_length = ((vocab + ctas - 1) / ctas + 15) / 16 * 16;
+  const int64_t vectors_per_thread = (chunk_length / width + kClusterThreads - 1) / kClusterThreads;
+  int held = 2;
+  while (held < vectors_per_thread) held *= 2;
+  if (held > kMaxHeldVectors) return {0, 0, 0};
+  return {ctas, chunk_length, held};
+}
+
+}  // namespace
+
+bool topk_cluster_fits(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
+  return cluster_plan_for(vocab, dtype, k, device).ctas != 0;
+}
+
+void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, cudaStream_t stream) {
+  const ClusterTopkPlan plan = cluster_plan_for(problem.vocab, problem.dtype, problem.k, device);
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = static_cast<unsigned>(plan.ctas);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(plan.ctas), static_cast<unsigned>(problem.rows));
+  config.blockDim = dim3(kClusterThreads);
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  with_input_type(problem.dtype, [&](auto in) {
+    using T = typename decltype(in)::type;
+    with_held_vectors(plan.held_vectors, [&](auto vectors) {
+      SOFTK_CUDA_CHECK(cudaLaunchKernelEx(&config, topk_cluster_kernel<T, decltype(vectors)::value>, problem, plan));
+    });
+  });
+}
+
+}  // namespace softk::kernels
