@@ -7,6 +7,7 @@
 #pragma once
 
 #include "kernels/topk_key.cuh"
+#include "kernels/warp_collectives.cuh"
 
 namespace softk::kernels {
 
@@ -61,12 +62,7 @@ struct BinHistogram {
 #pragma unroll
     for (int i = 0; i < kBinsPerThread; ++i) total += own[i];
     const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    unsigned inclusive = total;
-#pragma unroll
-    for (int offset = 1; offset < 32; offset *= 2) {
-      const unsigned below = __shfl_up_sync(0xffffffffu, inclusive, offset);
-      if (lane >= offset) inclusive += below;
-    }
+    const unsigned inclusive = warp_inclusive_sum(total);
     if (lane == 31) warp_totals[warp] = inclusive;
     __syncthreads();
     unsigned above = inclusive - total;

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/topk_key.cuh"
+#include "kernels/warp_collectives.cuh"
 
 namespace softk::kernels {
 
@@ -44,12 +45,7 @@ __device__ TopkKey block_radix_select(unsigned k, ForEachKey&& for_each_key, Rad
         counts[i] = storage.histogram[255 - 8 * lane - i];
         lane_total += counts[i];
       }
-      unsigned inclusive = lane_total;
-#pragma unroll
-      for (int offset = 1; offset < 32; offset *= 2) {
-        const unsigned below = __shfl_up_sync(0xffffffffu, inclusive, offset);
-        if (lane >= offset) inclusive += below;
-      }
+      const unsigned inclusive = warp_inclusive_sum(lane_total);
       unsigned above = inclusive - lane_total;
       const unsigned total = __shfl_sync(0xffffffffu, inclusive, 31);
       if (shift == 56 && total < remaining) {  // fewer than k keys: no threshold

@@ -25,6 +25,16 @@ struct BlockTopkStorage {
   TopkKey ranked[kRankSortMaxK];  ///< the rank sort's output (small k)
 };
 
+/// Visits the key of every element of a group from a segment whose element 0 is token
+/// first_index of the row.
+template <int N, int W, typename Visit>
+__device__ __forceinline__ void visit_keys(const ElementGroup<N, W>& group, int64_t first_index, Visit&& visit) {
+#pragma unroll
+  for (int n = 0; n < N; ++n)
+#pragma unroll
+    for (int i = 0; i < W; ++i) visit(make_key(group.x[n][i], first_index + group.offset[n] + i));
+}
+
 /// Visits the keys of every element of a row segment (streamed from memory) across the block:
 /// the key source of the exact paths.
 template <int kThreads, typename T>
@@ -33,14 +43,8 @@ struct RowKeys {
 
   template <typename Visit>
   __device__ __forceinline__ void operator()(Visit&& visit) const {
-    for_each_element<4>(segment, threadIdx.x, kThreads, [&](const auto& group) {
-      using Group = std::remove_reference_t<decltype(group)>;
-#pragma unroll
-      for (int n = 0; n < Group::kRuns; ++n)
-#pragma unroll
-        for (int i = 0; i < Group::kWidth; ++i)
-          visit(make_key(group.x[n][i], segment.first_index + group.offset[n] + i));
-    });
+    for_each_element<4>(segment, threadIdx.x, kThreads,
+                        [&](const auto& group) { visit_keys(group, segment.first_index, visit); });
   }
 };
 

@@ -28,6 +28,7 @@
 #include "kernels/block_topk.cuh"
 #include "kernels/topk_launch.hpp"
 #include "kernels/type_dispatch.cuh"
+#include "kernels/warp_collectives.cuh"
 
 namespace softk::kernels {
 namespace {
@@ -128,12 +129,7 @@ struct HeldChunk {
 
   template <typename Visit>
   __device__ __forceinline__ void for_each_key(Visit&& visit) const {
-    for_each_group([&](const auto& group) {
-      using Group = std::remove_reference_t<decltype(group)>;
-#pragma unroll
-      for (int i = 0; i < Group::kWidth; ++i)
-        visit(make_key(group.x[0][i], segment.first_index + group.offset[0] + i));
-    });
+    for_each_group([&](const auto& group) { visit_keys(group, segment.first_index, visit); });
   }
 };
 
@@ -188,8 +184,7 @@ __device__ SoftmaxState merge_row_state(const cg::cluster_group& cluster, Cluste
   float m = states[0].max;
 #pragma unroll
   for (int i = 1; i < kStatesPerLane; ++i) m = fmaxf(m, states[i].max);
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  m = warp_max(m);
   float sum = 0.0f;
 #pragma unroll
   for (int i = 0; i < kStatesPerLane; ++i) sum = __fadd_rn(sum, __fmul_rn(states[i].sum, rescale(states[i].max, m, k_exp)));
@@ -221,19 +216,13 @@ __device__ WalkResult walk_from_max(const cg::cluster_group& cluster, ClusterSha
     nan = nan || states[i].sum != states[i].sum;
   }
   if (__any_sync(0xffffffffu, nan)) return {true, {0, 0}, 0};
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  m = warp_max(m);
   const unsigned lane = threadIdx.x % 32;
   unsigned above = 0;
   for (int top = static_cast<int>(key_bin(make_key(m, 0))); top >= 0; top -= 32) {
     const int bin = top - static_cast<int>(lane);
     const unsigned count = bin >= 0 ? cluster_count(cluster, s, static_cast<unsigned>(bin)) : 0u;
-    unsigned inclusive = count;
-#pragma unroll
-    for (int offset = 1; offset < 32; offset *= 2) {
-      const unsigned below = __shfl_up_sync(0xffffffffu, inclusive, offset);
-      if (lane >= static_cast<unsigned>(offset)) inclusive += below;
-    }
+    const unsigned inclusive = warp_inclusive_sum(count);
     const unsigned reached = __ballot_sync(0xffffffffu, above + inclusive >= k);
     if (reached != 0) {
       const int first = __ffs(reached) - 1;
@@ -385,18 +374,27 @@ void for_each_cluster_kernel(F&& f) {
     });
 }
 
-/// Whether a cluster of `ctas` CTAs of the largest kernel can be resident on this device.
-bool cluster_fits(int ctas) {
-  cudaLaunchAttribute attribute{};
+/// The launch of `rows` clusters of `ctas` CTAs (a row each: grid x is the cluster). The
+/// config points at `attribute`, which must outlive it.
+cudaLaunchConfig_t cluster_launch_config(int ctas, int64_t rows, cudaStream_t stream, cudaLaunchAttribute& attribute) {
+  attribute = {};
   attribute.id = cudaLaunchAttributeClusterDimension;
   attribute.val.clusterDim.x = static_cast<unsigned>(ctas);
   attribute.val.clusterDim.y = 1;
   attribute.val.clusterDim.z = 1;
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(ctas));
+  config.gridDim = dim3(static_cast<unsigned>(ctas), static_cast<unsigned>(rows));
   config.blockDim = dim3(kClusterThreads);
+  config.stream = stream;
   config.attrs = &attribute;
   config.numAttrs = 1;
+  return config;
+}
+
+/// Whether a cluster of `ctas` CTAs of the largest kernel can be resident on this device.
+bool cluster_fits(int ctas) {
+  cudaLaunchAttribute attribute{};
+  const cudaLaunchConfig_t config = cluster_launch_config(ctas, 1, nullptr, attribute);
   int clusters = 0;
   const cudaError_t pending = cudaPeekAtLastError();
   const cudaError_t status =
@@ -451,16 +449,7 @@ bool topk_cluster_fits(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& 
 void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, cudaStream_t stream) {
   const ClusterTopkPlan plan = cluster_plan_for(problem.vocab, problem.dtype, problem.k, device);
   cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = static_cast<unsigned>(plan.ctas);
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(plan.ctas), static_cast<unsigned>(problem.rows));
-  config.blockDim = dim3(kClusterThreads);
-  config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  const cudaLaunchConfig_t config = cluster_launch_config(plan.ctas, problem.rows, stream, attribute);
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
     with_held_vectors(plan.held_vectors, [&](auto vectors) {

@@ -1,0 +1,24 @@
+// Collectives over the 32 lanes of a full warp, by shuffles: no shared memory, no barrier.
+#pragma once
+
+namespace softk::kernels {
+
+/// Inclusive prefix sum: lane l gets the sum of lanes 0..l.
+__device__ __forceinline__ unsigned warp_inclusive_sum(unsigned value) {
+  const unsigned lane = threadIdx.x % 32;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const unsigned below = __shfl_up_sync(0xffffffffu, value, offset);
+    if (lane >= static_cast<unsigned>(offset)) value += below;
+  }
+  return value;
+}
+
+/// The maximum over the warp (fmaxf: NaN lanes are dropped); every lane gets it.
+__device__ __forceinline__ float warp_max(float value) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  return value;
+}
+
+}  // namespace softk::kernels
