@@ -71,6 +71,7 @@ struct Settings {
   double rotation_gib = 2.0;    // cap on all rotation slots together
   std::vector<DType> dtypes{DType::f32, DType::bf16};
   std::vector<Dist> dists{Dist::llm, Dist::normal};
+  bool programmatic = true;     // top-k ops as programmatic dependent launches (their default)
 };
 Settings g_settings;
 
@@ -83,6 +84,7 @@ const char* kSoftkFlagsHelp =
     "  --softk_max_burst=N      most ops in one burst (default 64)\n"
     "  --softk_dtypes=LIST      comma list of f32,bf16,f16 to register (default f32,bf16)\n"
     "  --softk_dists=LIST       comma list of llm,normal to register (default llm,normal)\n"
+    "  --softk_programmatic=0|1 top-k ops as programmatic dependent launches (default 1, the ops' default)\n"
     "  --softk_max_input_gib=G  do not register shapes whose logits exceed G GiB (default 4)\n"
     "  --softk_rotation_gib=G   cap on the L2-rotation copies in total (default 2)\n";
 
@@ -124,6 +126,8 @@ void parse_softk_flags(int* argc, char** argv) {
         g_settings.max_op_s = std::stod(v);
       } else if ((v = value_of("--softk_burst_us"))) {
         g_settings.burst_us = std::stod(v);
+      } else if ((v = value_of("--softk_programmatic"))) {
+        g_settings.programmatic = std::stoi(v) != 0;
       } else if ((v = value_of("--softk_max_burst"))) {
         g_settings.max_burst = std::max(1, std::stoi(v));
       } else if ((v = value_of("--softk_max_input_gib"))) {
@@ -350,6 +354,7 @@ Op make_topk_op(const Case& c) {
   view.data = kSizeQueryData;  // the size queries look only at shape and dtype
   const int32_t k = c.k;
   softk::TopkOptions opt;
+  opt.programmatic_launch = g_settings.programmatic;
 
   // The unfused pair: fast softmax into fp32 probabilities, then the CUB top-k over them.
   softk::SoftmaxOptions sm_opt;
@@ -642,6 +647,7 @@ bool init_runtime() {
   benchmark::AddCustomContext("compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor));
   benchmark::AddCustomContext("l2_bytes", std::to_string(d.l2_bytes));
   benchmark::AddCustomContext("global_mem_bytes", std::to_string(d.global_mem));
+  benchmark::AddCustomContext("programmatic_launch", g_settings.programmatic ? "1" : "0");
   benchmark::AddCustomContext("cuda_runtime", std::to_string(d.runtime_version));
   benchmark::AddCustomContext("cuda_driver", std::to_string(d.driver_version));
   benchmark::AddCustomContext("copy_GBps", num(d.copy_gbps, 1));

@@ -72,9 +72,11 @@ void topk(const LogitsView& logits, int32_t k, float* probs, int32_t* indices, c
   const kernels::TopkProblem problem{logits.data, logits.dtype, logits.rows(), logits.vocab, logits.stride(), k,
                                      static_cast<float>(M_LOG2E / options.temperature), options.log_probs, probs,
                                      indices, options.row_status};
+  const kernels::LaunchContext launch{
+      stream, options.programmatic_launch && kernels::programmatic_launch_supported(current_device_info())};
   switch (plan.algorithm) {
-    case TopkAlgorithm::fused: kernels::launch_topk_fused(problem, stream); break;
-    case TopkAlgorithm::split_k: kernels::launch_topk_split_k(problem, current_device_info(), workspace, stream); break;
+    case TopkAlgorithm::fused: kernels::launch_topk_fused(problem, launch); break;
+    case TopkAlgorithm::split_k: kernels::launch_topk_split_k(problem, current_device_info(), workspace, launch); break;
     case TopkAlgorithm::radix_select: kernels::launch_topk_radix(problem, workspace, stream); break;
     case TopkAlgorithm::automatic: break;  // resolved by plan_for
   }

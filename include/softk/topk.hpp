@@ -39,6 +39,13 @@ struct TopkOptions {
   TopkAlgorithm algorithm = TopkAlgorithm::automatic;
   /// Optional device array of rows() int32 RowStatus values; nullptr to skip.
   int32_t* row_status = nullptr;
+  /// On sm_90+, launch the op's kernels as programmatic dependent launches: each may be
+  /// scheduled while the kernel before it on the stream is still running, and waits
+  /// (griddepcontrol.wait) for it to complete before touching memory, so the results are the
+  /// same; the launch latency hides behind that kernel (~1 us an op at batch 1). Kernels after
+  /// this op that were launched the same way may start early too and must wait likewise. Ignored
+  /// before sm_90 and by the radix_select path (CUB's sort launches the ordinary way).
+  bool programmatic_launch = true;
 };
 
 /// Bytes of workspace topk() needs (0 for the fused path). It queries the current device (except

@@ -21,6 +21,7 @@
 #include "cuda_check.hpp"
 #include "kernels/block_topk.cuh"
 #include "kernels/candidate_list.cuh"
+#include "kernels/kernel_launch.hpp"
 #include "kernels/row_segment.cuh"
 #include "kernels/softmax_passes.cuh"
 #include "kernels/topk_buffer.cuh"
@@ -55,12 +56,11 @@ void with_seed_count(int32_t k, F&& f) {
 /// Launches `kernel` (a kernel running block_fused_topk) with its candidate list in dynamic
 /// shared memory. Static + dynamic shared memory passes the 48 KB default, so the kernel opts in
 /// first (a per-device attribute, hence on every launch).
-template <typename Kernel, typename... Args>
-void launch_with_candidate_list(Kernel* kernel, dim3 grid, cudaStream_t stream, const Args&... args) {
+template <typename... Params, typename... Args>
+void launch_with_candidate_list(void (*kernel)(Params...), dim3 grid, const LaunchContext& launch, const Args&... args) {
   SOFTK_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kCandidateBytes)));
-  kernel<<<grid, kFusedThreads, kCandidateBytes, stream>>>(args...);
-  SOFTK_CHECK_LAUNCH();
+  KernelLaunch(grid, kFusedThreads, kCandidateBytes, launch.stream).programmatic(launch.programmatic)(kernel, args...);
 }
 
 struct FusedTopkShared {

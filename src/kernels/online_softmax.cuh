@@ -81,6 +81,17 @@ __device__ __forceinline__ void accumulate(SoftmaxState& state, const ElementGro
   state = {m, state.sum * rescale(state.max, m, k) + sum};
 }
 
+/// Merges states[0, n) in index order: the maximum first, then every sum rescaled to it at once
+/// and added in order. n independent exponentials instead of a chain of n merges (two each), and
+/// the same bits in every thread that merges the same states.
+__device__ __forceinline__ SoftmaxState merge_in_order(const SoftmaxState* states, unsigned n, float k) {
+  float m = -CUDART_INF_F;
+  for (unsigned i = 0; i < n; ++i) m = fmaxf(m, states[i].max);
+  float sum = 0.0f;
+  for (unsigned i = 0; i < n; ++i) sum = __fadd_rn(sum, __fmul_rn(states[i].sum, rescale(states[i].max, m, k)));
+  return {m, sum};
+}
+
 /// Butterfly over the 32 lanes of a full warp: every lane ends with the merged state.
 __device__ __forceinline__ SoftmaxState warp_reduce(SoftmaxState state, float k) {
 #pragma unroll
@@ -103,10 +114,7 @@ __device__ __forceinline__ SoftmaxState block_reduce(SoftmaxState state, float k
   __syncthreads();
   // Every thread merges the per-warp states in the same fixed order: deterministic, and no
   // broadcast round trip through shared memory.
-  SoftmaxState total = scratch[0];
-#pragma unroll
-  for (int w = 1; w < kWarps; ++w) total = merge(total, scratch[w], k);
-  return total;
+  return merge_in_order(scratch, kWarps, k);
 }
 
 /// The row's outcome, from its final state.

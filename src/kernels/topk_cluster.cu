@@ -26,6 +26,7 @@
 #include "cuda_check.hpp"
 #include "kernels/block_bin_threshold.cuh"
 #include "kernels/block_topk.cuh"
+#include "kernels/grid_dependency.cuh"
 #include "kernels/topk_launch.hpp"
 #include "kernels/type_dispatch.cuh"
 #include "kernels/warp_collectives.cuh"
@@ -286,6 +287,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     topk_cluster_kernel(TopkProblem problem, ClusterTopkPlan plan) {
 #if __CUDA_ARCH__ >= 900
   __shared__ ClusterShared s;
+  enter_after_previous_grid();
   const cg::cluster_group cluster = cg::this_cluster();
   const unsigned rank = cluster.block_rank();
   const bool leader = rank == 0;
@@ -374,31 +376,19 @@ void for_each_cluster_kernel(F&& f) {
     });
 }
 
-/// The launch of `rows` clusters of `ctas` CTAs (a row each: grid x is the cluster). The
-/// config points at `attribute`, which must outlive it.
-cudaLaunchConfig_t cluster_launch_config(int ctas, int64_t rows, cudaStream_t stream, cudaLaunchAttribute& attribute) {
-  attribute = {};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = static_cast<unsigned>(ctas);
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(ctas), static_cast<unsigned>(rows));
-  config.blockDim = dim3(kClusterThreads);
-  config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  return config;
+/// The launch of `rows` clusters of `ctas` CTAs (a row each: grid x is the cluster).
+KernelLaunch cluster_launch(int ctas, int64_t rows, cudaStream_t stream) {
+  return KernelLaunch(dim3(static_cast<unsigned>(ctas), static_cast<unsigned>(rows)), kClusterThreads, 0, stream);
 }
 
 /// Whether a cluster of `ctas` CTAs of the largest kernel can be resident on this device.
 bool cluster_fits(int ctas) {
-  cudaLaunchAttribute attribute{};
-  const cudaLaunchConfig_t config = cluster_launch_config(ctas, 1, nullptr, attribute);
+  KernelLaunch launch = cluster_launch(ctas, 1, nullptr);
+  launch.cluster(static_cast<unsigned>(ctas));
   int clusters = 0;
   const cudaError_t pending = cudaPeekAtLastError();
   const cudaError_t status =
-      cudaOccupancyMaxActiveClusters(&clusters, topk_cluster_kernel<float, kMaxHeldVectors>, &config);
+      cudaOccupancyMaxActiveClusters(&clusters, topk_cluster_kernel<float, kMaxHeldVectors>, &launch.config());
   if (status != cudaSuccess) {
     if (pending == cudaSuccess) (void)cudaGetLastError();  // a refused size is an answer, not an error to leave behind
     return false;
@@ -446,14 +436,14 @@ bool topk_cluster_fits(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& 
   return cluster_plan_for(vocab, dtype, k, device).ctas != 0;
 }
 
-void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, cudaStream_t stream) {
+void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch) {
   const ClusterTopkPlan plan = cluster_plan_for(problem.vocab, problem.dtype, problem.k, device);
-  cudaLaunchAttribute attribute{};
-  const cudaLaunchConfig_t config = cluster_launch_config(plan.ctas, problem.rows, stream, attribute);
+  KernelLaunch cluster = cluster_launch(plan.ctas, problem.rows, launch.stream);
+  cluster.cluster(static_cast<unsigned>(plan.ctas)).programmatic(launch.programmatic);
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
     with_held_vectors(plan.held_vectors, [&](auto vectors) {
-      SOFTK_CUDA_CHECK(cudaLaunchKernelEx(&config, topk_cluster_kernel<T, decltype(vectors)::value>, problem, plan));
+      cluster(topk_cluster_kernel<T, decltype(vectors)::value>, problem, plan);
     });
   });
 }

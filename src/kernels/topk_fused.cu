@@ -3,6 +3,7 @@
 // with exp(x - m) / d. No workspace, no second launch.
 #include "cuda_check.hpp"
 #include "kernels/block_fused_topk.cuh"
+#include "kernels/grid_dependency.cuh"
 #include "kernels/topk_launch.hpp"
 #include "kernels/type_dispatch.cuh"
 
@@ -13,6 +14,7 @@ template <typename T, int LA>
 __global__ void __launch_bounds__(kFusedThreads, 2) topk_fused_kernel(TopkProblem problem) {
   extern __shared__ TopkKey candidate_keys[];
   __shared__ FusedTopkShared shared;
+  enter_after_previous_grid();
 
   const int64_t row = blockIdx.x;
   const auto k = static_cast<unsigned>(problem.k);
@@ -34,12 +36,12 @@ __global__ void __launch_bounds__(kFusedThreads, 2) topk_fused_kernel(TopkProble
 
 }  // namespace
 
-void launch_topk_fused(const TopkProblem& problem, cudaStream_t stream) {
+void launch_topk_fused(const TopkProblem& problem, const LaunchContext& launch) {
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
     with_seed_count(problem.k, [&](auto seeds) {
       launch_with_candidate_list(topk_fused_kernel<T, decltype(seeds)::value>,
-                                 dim3(static_cast<unsigned>(problem.rows)), stream, problem);
+                                 dim3(static_cast<unsigned>(problem.rows)), launch, problem);
     });
   });
 }

@@ -35,6 +35,7 @@
 #include "cuda_check.hpp"
 #include "kernels/block_bin_threshold.cuh"
 #include "kernels/block_fused_topk.cuh"
+#include "kernels/grid_dependency.cuh"
 #include "kernels/topk_launch.hpp"
 #include "kernels/type_dispatch.cuh"
 #include "workspace.hpp"
@@ -106,20 +107,6 @@ SplitTopkWorkspace carve(int64_t rows, const SplitTopkPlan& plan, void* base) {
   return w;
 }
 
-// Programmatic dependent launch (PTX griddepcontrol, sm_90+). Below sm_90 the merge is launched
-// the ordinary way (see merge_launches_early), and these are no-ops.
-__device__ __forceinline__ void let_dependent_grid_launch() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void wait_for_prerequisite_grid() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
 /// The part of the row a chunk block covers, and where its state and list go.
 template <typename T>
 struct ChunkSlot {
@@ -151,7 +138,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     topk_split_k_fused_chunk_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w) {
   extern __shared__ TopkKey candidate_keys[];
   __shared__ FusedTopkShared shared;
-  let_dependent_grid_launch();  // the merge may launch now; it waits for this grid to complete
+  let_next_grid_launch();  // the merge may launch now: it waits for this grid to complete
 
   const ChunkSlot<T> at(problem, plan, w);
   const FusedTopkResult result = block_fused_topk<T, LA>(at.chunk.data, at.chunk.first_index, at.chunk.length, at.k,
@@ -169,7 +156,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   __shared__ BlockTopkStorage storage;
   __shared__ SoftmaxState scratch[kFusedThreads / 32];
   __shared__ unsigned listed;
-  let_dependent_grid_launch();  // the merge may launch now; it waits for this grid to complete
+  let_next_grid_launch();  // the merge may launch now: it waits for this grid to complete
 
   const ChunkSlot<T> at(problem, plan, w);
   histogram.clear();
@@ -261,7 +248,7 @@ __global__ void __launch_bounds__(kFusedThreads)
   histogram.clear();
   if (threadIdx.x == 0) storage.count = 0;
   __syncthreads();  // the counts are zero before any add
-  wait_for_prerequisite_grid();  // every chunk done, its writes visible
+  enter_after_previous_grid();  // every chunk done, its writes visible
   const int64_t row = blockIdx.x;
   const auto k = static_cast<unsigned>(problem.k);
   const SoftmaxState* states = w.states + row * plan.chunks;
@@ -289,18 +276,6 @@ __global__ void __launch_bounds__(kFusedThreads)
     write_topk_entry(sorted[j], normalizer, problem.log_probs, probs + j, indices + j);
 }
 
-/// Whether the merge kernel may be launched before the chunks finish: the device supports it,
-/// and the merge was compiled for sm_90+, so that it does wait (griddepcontrol.wait). The loaded
-/// image is fixed per device: asked once.
-bool merge_launches_early(const DeviceInfo& device) {
-  if (device.compute_major < 9) return false;
-  return cached_per_device<bool>([](int) {
-    cudaFuncAttributes merge{};
-    SOFTK_CUDA_CHECK(cudaFuncGetAttributes(&merge, topk_split_k_merge_kernel));
-    return merge.ptxVersion >= 90;
-  });
-}
-
 }  // namespace
 
 std::size_t topk_split_k_workspace_size(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
@@ -309,36 +284,33 @@ std::size_t topk_split_k_workspace_size(int64_t rows, int64_t vocab, DType dtype
 }
 
 void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, void* workspace,
-                         cudaStream_t stream) {
+                         const LaunchContext& launch) {
   if (topk_cluster_fits(problem.vocab, problem.dtype, problem.k, device)) {
-    launch_topk_cluster(problem, device, stream);
+    launch_topk_cluster(problem, device, launch);
     return;
   }
   const SplitTopkPlan plan = plan_for(problem.vocab, problem.k, device.sm_count);
   const SplitTopkWorkspace w = carve(problem.rows, plan, workspace);
   const dim3 grid(static_cast<unsigned>(plan.chunks), static_cast<unsigned>(problem.rows));
+  // The chunk kernel launches the ordinary way even when the caller asks for programmatic
+  // launches: that measured 2-4% slower at K = 1024 on 8 rows (H200; bench/RESULTS.md), where
+  // the next op's chunk blocks, resident early, take SM slots as they free.
+  const LaunchContext ordinary{launch.stream, false};
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
     if (plan.binned) {
-      topk_split_k_binned_chunk_kernel<T><<<grid, kFusedThreads, 0, stream>>>(problem, plan, w);
-      SOFTK_CHECK_LAUNCH();
+      KernelLaunch(grid, kFusedThreads, 0, launch.stream)(topk_split_k_binned_chunk_kernel<T>, problem, plan, w);
       return;
     }
     with_seed_count(problem.k, [&](auto seeds) {
-      launch_with_candidate_list(topk_split_k_fused_chunk_kernel<T, decltype(seeds)::value>, grid, stream, problem,
+      launch_with_candidate_list(topk_split_k_fused_chunk_kernel<T, decltype(seeds)::value>, grid, ordinary, problem,
                                  plan, w);
     });
   });
-  cudaLaunchAttribute early{};
-  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  early.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t merge{};
-  merge.gridDim = dim3(static_cast<unsigned>(problem.rows));
-  merge.blockDim = dim3(kFusedThreads);
-  merge.stream = stream;
-  merge.attrs = &early;
-  merge.numAttrs = merge_launches_early(device) ? 1 : 0;
-  SOFTK_CUDA_CHECK(cudaLaunchKernelEx(&merge, topk_split_k_merge_kernel, problem, plan, w));
+  // The merge goes programmatically whenever the device can (not only when the caller asked):
+  // the chunk kernel is this op's own, and it lets the merge launch at once.
+  KernelLaunch(dim3(static_cast<unsigned>(problem.rows)), kFusedThreads, 0, launch.stream)
+      .programmatic(programmatic_launch_supported(device))(topk_split_k_merge_kernel, problem, plan, w);
 }
 
 }  // namespace softk::kernels

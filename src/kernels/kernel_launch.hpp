@@ -1,0 +1,83 @@
+// Kernel launches through cudaLaunchKernelEx, so that a launch can carry attributes: a
+// thread-block cluster shape, and programmatic dependent launch (PDL, sm_90+).
+//
+// A kernel launched programmatically may be scheduled while the kernel before it on the stream
+// is still running. Every softk kernel that an op may launch so starts with
+// enter_after_previous_grid() (grid_dependency.cuh), which waits until that kernel has completed
+// and its writes are visible before anything touches global memory: the results are the same
+// either way. What overlaps is the launch itself and the blocks' scheduling, ~1.1-1.5 us an op
+// at batch 1 (bench/RESULTS.md) — in a decode step, the tail of the LM head's kernel.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <utility>
+
+#include "cuda_check.hpp"
+#include "device_info.hpp"
+
+namespace softk::kernels {
+
+/// Where an op's kernels go, and whether they go as programmatic dependent launches.
+struct LaunchContext {
+  cudaStream_t stream;
+  bool programmatic;  ///< only ever true where programmatic_launch_supported()
+};
+
+/// Whether PDL can be used on this device: sm_90+, and the loaded image was compiled for sm_90+
+/// (so its kernels do wait: griddepcontrol is compiled out below). Asked once per device.
+bool programmatic_launch_supported(const DeviceInfo& device);
+
+/// One launch: kernel<<<grid, block, shared_bytes, stream>>> plus the attributes added.
+/// Not copyable: the configuration points at the object's own attribute array.
+class KernelLaunch {
+ public:
+  KernelLaunch(dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream) {
+    config_.gridDim = grid;
+    config_.blockDim = block;
+    config_.dynamicSmemBytes = shared_bytes;
+    config_.stream = stream;
+    config_.attrs = attributes_;
+  }
+  KernelLaunch(const KernelLaunch&) = delete;
+  KernelLaunch& operator=(const KernelLaunch&) = delete;
+
+  KernelLaunch& programmatic(bool on) {
+    if (on) {
+      cudaLaunchAttribute& a = next_attribute();
+      a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      a.val.programmaticStreamSerializationAllowed = 1;
+    }
+    return *this;
+  }
+
+  /// Clusters of `ctas` CTAs along x.
+  KernelLaunch& cluster(unsigned ctas) {
+    cudaLaunchAttribute& a = next_attribute();
+    a.id = cudaLaunchAttributeClusterDimension;
+    a.val.clusterDim.x = ctas;
+    a.val.clusterDim.y = 1;
+    a.val.clusterDim.z = 1;
+    return *this;
+  }
+
+  const cudaLaunchConfig_t& config() const { return config_; }
+
+  template <typename... Params, typename... Args>
+  void operator()(void (*kernel)(Params...), Args&&... args) const {
+    SOFTK_CUDA_CHECK(cudaLaunchKernelEx(&config_, kernel, std::forward<Args>(args)...));
+  }
+
+ private:
+  cudaLaunchAttribute& next_attribute() {
+    cudaLaunchAttribute& a = attributes_[config_.numAttrs++];
+    a = {};
+    return a;
+  }
+
+  cudaLaunchAttribute attributes_[2]{};
+  cudaLaunchConfig_t config_{};
+};
+
+}  // namespace softk::kernels
