@@ -73,7 +73,7 @@ void topk(const LogitsView& logits, int32_t k, float* probs, int32_t* indices, c
                                      static_cast<float>(M_LOG2E / options.temperature), options.log_probs, probs,
                                      indices, options.row_status};
   const kernels::LaunchContext launch{
-      stream, options.programmatic_launch && kernels::programmatic_launch_supported(current_device_info())};
+      stream, options.programmatic_launch && kernels::sm90_image_loaded(current_device_info())};
   switch (plan.algorithm) {
     case TopkAlgorithm::fused: kernels::launch_topk_fused(problem, launch); break;
     case TopkAlgorithm::split_k: kernels::launch_topk_split_k(problem, current_device_info(), workspace, launch); break;

@@ -1,6 +1,6 @@
 // The device side of programmatic dependent launch (PTX griddepcontrol, sm_90+; see
 // kernel_launch.hpp for the host side and why). Below sm_90 both are no-ops, and such an image is
-// never launched programmatically (programmatic_launch_supported).
+// never launched programmatically (sm90_image_loaded).
 #pragma once
 
 namespace softk::kernels {

@@ -1,5 +1,4 @@
-// programmatic_launch_supported(): the one place that asks whether the loaded image can wait
-// (kernel_launch.hpp).
+// sm90_image_loaded(): the one place that asks which image the device loaded (kernel_launch.hpp).
 #include "kernels/kernel_launch.hpp"
 
 namespace softk::kernels {
@@ -10,7 +9,7 @@ __global__ void image_probe_kernel() {}
 
 }  // namespace
 
-bool programmatic_launch_supported(const DeviceInfo& device) {
+bool sm90_image_loaded(const DeviceInfo& device) {
   if (device.compute_major < 9) return false;
   return cached_per_device<bool>([](int) {
     cudaFuncAttributes image{};

@@ -22,15 +22,17 @@ namespace softk::kernels {
 /// Where an op's kernels go, and whether they go as programmatic dependent launches.
 struct LaunchContext {
   cudaStream_t stream;
-  bool programmatic;  ///< only ever true where programmatic_launch_supported()
+  bool programmatic;  ///< only ever true where sm90_image_loaded()
 };
 
-/// Whether PDL can be used on this device: sm_90+, and the loaded image was compiled for sm_90+
-/// (so its kernels do wait: griddepcontrol is compiled out below). Asked once per device.
-bool programmatic_launch_supported(const DeviceInfo& device);
+/// Whether this device is sm_90+ and runs an image compiled for sm_90+: the condition for the
+/// Hopper-only steps, programmatic launch (griddepcontrol is compiled out below, so a kernel
+/// would not wait) and thread-block clusters. Asked once per device.
+bool sm90_image_loaded(const DeviceInfo& device);
 
 /// One launch: kernel<<<grid, block, shared_bytes, stream>>> plus the attributes added.
-/// Not copyable: the configuration points at the object's own attribute array.
+/// The configuration points at the object's own attribute array, so a move re-points it and
+/// copies are refused.
 class KernelLaunch {
  public:
   KernelLaunch(dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream) {
@@ -40,8 +42,13 @@ class KernelLaunch {
     config_.stream = stream;
     config_.attrs = attributes_;
   }
+  KernelLaunch(KernelLaunch&& other) noexcept : config_(other.config_) {
+    for (unsigned i = 0; i < config_.numAttrs; ++i) attributes_[i] = other.attributes_[i];
+    config_.attrs = attributes_;
+  }
   KernelLaunch(const KernelLaunch&) = delete;
   KernelLaunch& operator=(const KernelLaunch&) = delete;
+  KernelLaunch& operator=(KernelLaunch&&) = delete;
 
   KernelLaunch& programmatic(bool on) {
     if (on) {

@@ -135,7 +135,7 @@ struct HeldChunk {
 };
 
 // The cluster steps exist from sm_90 on; an image built for an older GPU gets an empty kernel,
-// which cluster_ctas() never launches (it reads the loaded image's PTX version).
+// which cluster_ctas() never launches (it asks sm90_image_loaded()).
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 
 /// The leader gathers at most this many keys: the sort's limit (block_sort_winners).
@@ -376,15 +376,17 @@ void for_each_cluster_kernel(F&& f) {
     });
 }
 
-/// The launch of `rows` clusters of `ctas` CTAs (a row each: grid x is the cluster).
+/// The launch of `rows` clusters of `ctas` CTAs (a row each: grid x is the cluster), for the
+/// occupancy probe and the launch alike.
 KernelLaunch cluster_launch(int ctas, int64_t rows, cudaStream_t stream) {
-  return KernelLaunch(dim3(static_cast<unsigned>(ctas), static_cast<unsigned>(rows)), kClusterThreads, 0, stream);
+  KernelLaunch launch(dim3(static_cast<unsigned>(ctas), static_cast<unsigned>(rows)), kClusterThreads, 0, stream);
+  launch.cluster(static_cast<unsigned>(ctas));
+  return launch;
 }
 
 /// Whether a cluster of `ctas` CTAs of the largest kernel can be resident on this device.
 bool cluster_fits(int ctas) {
-  KernelLaunch launch = cluster_launch(ctas, 1, nullptr);
-  launch.cluster(static_cast<unsigned>(ctas));
+  const KernelLaunch launch = cluster_launch(ctas, 1, nullptr);
   int clusters = 0;
   const cudaError_t pending = cudaPeekAtLastError();
   const cudaError_t status =
@@ -399,11 +401,8 @@ bool cluster_fits(int ctas) {
 /// CTAs a cluster on the current device: 16 where it can be resident, else 8; 0 where the
 /// device or the loaded image has no clusters (before sm_90). Asked once per device.
 int cluster_ctas(const DeviceInfo& device) {
-  if (device.compute_major < 9) return 0;
+  if (!sm90_image_loaded(device)) return 0;
   return cached_per_device<int>([](int) {
-    cudaFuncAttributes image{};
-    SOFTK_CUDA_CHECK(cudaFuncGetAttributes(&image, topk_cluster_kernel<float, kMaxHeldVectors>));
-    if (image.ptxVersion < 90) return 0;
     for_each_cluster_kernel([](auto* kernel) {
       SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     });
@@ -439,7 +438,7 @@ bool topk_cluster_fits(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& 
 void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch) {
   const ClusterTopkPlan plan = cluster_plan_for(problem.vocab, problem.dtype, problem.k, device);
   KernelLaunch cluster = cluster_launch(plan.ctas, problem.rows, launch.stream);
-  cluster.cluster(static_cast<unsigned>(plan.ctas)).programmatic(launch.programmatic);
+  cluster.programmatic(launch.programmatic);
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
     with_held_vectors(plan.held_vectors, [&](auto vectors) {

@@ -310,7 +310,7 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
   // The merge goes programmatically whenever the device can (not only when the caller asked):
   // the chunk kernel is this op's own, and it lets the merge launch at once.
   KernelLaunch(dim3(static_cast<unsigned>(problem.rows)), kFusedThreads, 0, launch.stream)
-      .programmatic(programmatic_launch_supported(device))(topk_split_k_merge_kernel, problem, plan, w);
+      .programmatic(sm90_image_loaded(device))(topk_split_k_merge_kernel, problem, plan, w);
 }
 
 }  // namespace softk::kernels
