@@ -7,9 +7,11 @@
 //           gives tau, the K-th largest logit of a subset of the run, so tau <= the run's K-th
 //           logit: every winner is >= tau.
 //  Phase B  re-reads the prefix (from L2) and streams the rest, folding the rest into the
-//           state and appending the key of every logit >= tau to a shared-memory candidate
-//           list. A group of elements whose maximum is below tau costs one compare.
-//  Select   the K largest candidates are the run's top-K, sorted in shared memory.
+//           state and listing every logit >= tau in shared memory: the 16-byte vectors that
+//           hold one (candidate_vectors.cuh), or for fp32 rows at K > 256 the keys themselves
+//           (candidate_list.cuh). A group of elements whose maximum is below tau costs one
+//           compare.
+//  Select   the K largest listed keys are the run's top-K, sorted in shared memory.
 //
 // Exactness: the list holds every key >= tau unless it overflowed; the block then redoes the
 // run exactly by radix-selecting over the run itself (re-read, mostly from L2). So the answer
@@ -21,6 +23,7 @@
 #include "cuda_check.hpp"
 #include "kernels/block_topk.cuh"
 #include "kernels/candidate_list.cuh"
+#include "kernels/candidate_vectors.cuh"
 #include "kernels/kernel_launch.hpp"
 #include "kernels/row_segment.cuh"
 #include "kernels/softmax_passes.cuh"
@@ -29,15 +32,27 @@
 namespace softk::kernels {
 
 constexpr int kFusedThreads = 512;
-/// Candidate list capacity (64 KB of dynamic shared memory, two blocks per SM). The prefix is
-/// sized so that the expected list, about K / prefix fraction keys, stays near half of it.
-constexpr unsigned kCandidateCapacity = 8192;
-constexpr std::size_t kCandidateBytes = kCandidateCapacity * sizeof(TopkKey);
+/// The candidate list's dynamic shared memory: 64 KB, 3,276 vectors or 8,192 keys. Two blocks
+/// fit an SM with room to spare for L1, which holds the streaming loads in flight (a 96 KB list
+/// measured 9% slower on a 64M-token row: H200, f32).
+constexpr std::size_t kCandidateBytes = 64 * 1024;
 
-/// Elements in phase A: a fraction K / 4096 of the run (between 1/32 and 1/4), at least 4K
-/// elements, a multiple of 16 so that phase B's vectors keep the run's 16-byte phase.
-__host__ __device__ __forceinline__ int64_t prefix_length(int64_t length, int32_t k) {
-  const int64_t by_fraction = length * std::min<int64_t>(std::max<int64_t>(k, 128), 1024) / 4096;
+/// Which list the core keeps. Vectors make phase B cheaper wherever it is compute-bound (bf16:
+/// 1.1-1.3x faster at K = 50 and 1024, H200), but hold fewer entries, so the prefix must be
+/// longer at large K (2/3 of the run at K = 1024, against 1/4 for keys); an fp32 row that long
+/// no longer stays in L2 between phase A and B, and the re-read costs more than vectors save
+/// (256 x 256000 f32, K = 1024: 129 us with vectors, 109 with keys). So fp32 rows at K > 256
+/// list keys.
+template <typename T, int LA>
+constexpr bool kListsVectors = !(sizeof(T) == 4 && LA == 4);  // LA == 4: K > 256
+
+/// Elements in phase A, a multiple of 16 so that phase B's vectors keep the run's 16-byte phase
+/// and at least 4 x K. Phase B lists about K / (prefix fraction) elements, since tau is about the
+/// prefix's K-th logit: the fraction keeps that under half of the list (3,276 vectors or 8,192
+/// keys). Vectors: K / 1536 of the run (1/32 to 2/3); keys: K / 4096 (1/32 to 1/4).
+__host__ __device__ __forceinline__ int64_t prefix_length(int64_t length, int32_t k, bool lists_vectors) {
+  const int64_t per = lists_vectors ? 1536 : 4096;
+  const int64_t by_fraction = length * std::min<int64_t>(std::max<int64_t>(k, per / 32), 1024) / per;
   const int64_t wanted = std::max<int64_t>(by_fraction, int64_t{4} * k);
   return std::min<int64_t>(length, (wanted + 15) / 16 * 16);
 }
@@ -67,6 +82,7 @@ struct FusedTopkShared {
   SoftmaxState scratch[kFusedThreads / 32];
   BlockTopkStorage storage;
   unsigned candidate_count;
+  unsigned key_count;
 };
 
 struct FusedTopkResult {
@@ -75,13 +91,13 @@ struct FusedTopkResult {
 };
 
 /// Called by all kFusedThreads threads. The run is data[0, length), whose element 0 is token
-/// first_index of the row; k <= min(length, kMaxFastTopK). candidate_keys: kCandidateCapacity
-/// keys of shared memory.
+/// first_index of the row; k <= min(length, kMaxFastTopK). candidate_storage: kCandidateBytes
+/// of shared memory, 16-byte aligned.
 template <typename T, int LA>
 __device__ FusedTopkResult block_fused_topk(const T* data, int64_t first_index, int64_t length, unsigned k,
-                                            float k_exp, TopkKey* candidate_keys, FusedTopkShared& shared) {
+                                            float k_exp, void* candidate_storage, FusedTopkShared& shared) {
   constexpr int kThreads = kFusedThreads;
-  const int64_t split = prefix_length(length, static_cast<int32_t>(k));
+  const int64_t split = prefix_length(length, static_cast<int32_t>(k), kListsVectors<T, LA>);
   const RowSegment<T> prefix(data, first_index, split);
   const RowSegment<T> rest(data + split, first_index + split, length - split);
 
@@ -96,7 +112,7 @@ __device__ FusedTopkResult block_fused_topk(const T* data, int64_t first_index, 
 #pragma unroll
       for (int i = 0; i < Group::kWidth; ++i) seeds.push(group.x[n][i]);
   });
-  if (threadIdx.x == 0) shared.candidate_count = 0;
+  if (threadIdx.x == 0) shared.candidate_count = shared.key_count = 0;
   // Seeds carry no index: key them with the lowest index part. The select stops after the top
   // 16 bits of the value (kLowestShift 48: two passes at most, of ~1,300 cycles each, instead of
   // four): tau is then the floor of the 16-bit bin holding the K-th largest seed, still a lower
@@ -109,8 +125,15 @@ __device__ FusedTopkResult block_fused_topk(const T* data, int64_t first_index, 
   const TopkKey tau = block_radix_select<kThreads, 48>(k, seed_keys, shared.storage.select);
   const float threshold = key_threshold(tau);  // -inf for kEmptyKey or the bin of -inf
 
-  // Phase B. (block_radix_select ended on a barrier, so candidate_count = 0 is visible.)
-  const CandidateList list{candidate_keys, &shared.candidate_count, kCandidateCapacity, threshold};
+  // Phase B. (block_radix_select ended on a barrier, so the counts' zeros are visible.)
+  const auto list = [&] {
+    if constexpr (kListsVectors<T, LA>)
+      return CandidateVectors<T, kThreads, kCandidateBytes>(candidate_storage, &shared.candidate_count, threshold,
+                                                           first_index);
+    else
+      return CandidateList{static_cast<TopkKey*>(candidate_storage), &shared.candidate_count,
+                           static_cast<unsigned>(kCandidateBytes / sizeof(TopkKey)), threshold};
+  }();
   for_each_element<kStreamUnroll>(prefix, threadIdx.x, kThreads,
                                   [&](const auto& group) { list.offer(group, prefix.first_index); });
   for_each_element<kStreamUnroll>(rest, threadIdx.x, kThreads, [&](const auto& group) {
@@ -121,10 +144,15 @@ __device__ FusedTopkResult block_fused_topk(const T* data, int64_t first_index, 
   const SoftmaxState total = block_reduce<kThreads / 32>(state, k_exp, shared.scratch);
   if (status_of(total) == RowStatus::has_nan) return {total, nullptr};  // block-uniform
 
-  const unsigned listed = shared.candidate_count;
+  const unsigned listed = shared.candidate_count;  // block-uniform, as is the key count
+  const unsigned keys = listed <= list.capacity ? list.to_keys(listed, &shared.key_count) : ~0u;
   const TopkKey* sorted =
-      listed <= kCandidateCapacity
-          ? block_topk_sorted<kThreads>(k, [&](auto&& visit) { list.for_each<kThreads>(listed, visit); },
+      keys <= list.key_capacity()
+          ? block_topk_sorted<kThreads>(k,
+                                        [&](auto&& visit) {
+                                          for (unsigned i = threadIdx.x; i < keys; i += kThreads)
+                                            visit(list.listed_keys()[i]);
+                                        },
                                         shared.storage)
           : block_topk_sorted<kThreads>(k, RowKeys<kThreads, T>{RowSegment<T>(data, first_index, length)},
                                         shared.storage);

@@ -43,11 +43,11 @@ struct CandidateList {
     }
   }
 
-  /// Visits the listed keys across the block (valid only when the list did not overflow).
-  template <int kThreads, typename Visit>
-  __device__ __forceinline__ void for_each(unsigned listed, Visit&& visit) const {
-    for (unsigned i = threadIdx.x; i < listed; i += kThreads) visit(keys[i]);
-  }
+  /// The interface the fused core shares with CandidateVectors: this list holds keys already,
+  /// so there is nothing to rewrite.
+  __device__ __forceinline__ unsigned to_keys(unsigned listed, unsigned* /*key_count*/) const { return listed; }
+  __device__ __forceinline__ unsigned key_capacity() const { return capacity; }
+  __device__ __forceinline__ const TopkKey* listed_keys() const { return keys; }
 };
 
 }  // namespace softk::kernels

@@ -42,6 +42,31 @@ __device__ __forceinline__ void widen(const RawVector& raw, float (&out)[kVector
   for (int i = 0; i < kVectorWidth<T>; ++i) out[i] = to_float(elements[i]);
 }
 
+/// bf16 is the top half of an fp32, so widening is a shift or a mask: one instruction an
+/// element, where __bfloat162float takes two for the upper element of each pair (a byte
+/// permute, then the shift). The streaming loops of bf16 rows are instruction-bound.
+template <>
+__device__ __forceinline__ void widen<__nv_bfloat16>(const RawVector& raw, float (&out)[8]) {
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = __uint_as_float(words[i] << 16);
+    out[2 * i + 1] = __uint_as_float(words[i] & 0xFFFF0000u);
+  }
+}
+
+/// The inverse of widen for values that came from T (exact for them): x[0..W) into the first
+/// W elements of a vector, the rest zero.
+template <typename T, int W>
+__device__ __forceinline__ RawVector narrow(const float (&x)[W]) {
+  static_assert(W <= kVectorWidth<T>, "at most one vector");
+  RawVector raw{};
+  T* elements = reinterpret_cast<T*>(&raw);
+#pragma unroll
+  for (int i = 0; i < W; ++i) elements[i] = from_float<T>(x[i]);
+  return raw;
+}
+
 /// Read-only path load. Deliberately not an evict-first (.cs) load: the two-pass and split-k
 /// kernels count on the first read leaving the row in L2 for the second.
 __device__ __forceinline__ RawVector load_vector(const RawVector* p) { return __ldg(p); }

@@ -12,7 +12,7 @@ namespace {
 
 template <typename T, int LA>
 __global__ void __launch_bounds__(kFusedThreads, 2) topk_fused_kernel(TopkProblem problem) {
-  extern __shared__ TopkKey candidate_keys[];
+  extern __shared__ RawVector candidate_storage[];
   __shared__ FusedTopkShared shared;
   enter_after_previous_grid();
 
@@ -20,7 +20,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2) topk_fused_kernel(TopkProble
   const auto k = static_cast<unsigned>(problem.k);
   const FusedTopkResult result =
       block_fused_topk<T, LA>(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab, k,
-                              problem.k_exp, candidate_keys, shared);
+                              problem.k_exp, candidate_storage, shared);
   const Normalizer normalizer(result.state, problem.k_exp);
   if (threadIdx.x == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
 

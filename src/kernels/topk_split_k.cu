@@ -35,6 +35,7 @@
 #include "cuda_check.hpp"
 #include "kernels/block_bin_threshold.cuh"
 #include "kernels/block_fused_topk.cuh"
+#include "kernels/candidate_list.cuh"
 #include "kernels/grid_dependency.cuh"
 #include "kernels/topk_launch.hpp"
 #include "kernels/type_dispatch.cuh"
@@ -136,13 +137,13 @@ struct ChunkSlot {
 template <typename T, int LA>
 __global__ void __launch_bounds__(kFusedThreads, 2)
     topk_split_k_fused_chunk_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w) {
-  extern __shared__ TopkKey candidate_keys[];
+  extern __shared__ RawVector candidate_storage[];
   __shared__ FusedTopkShared shared;
   let_next_grid_launch();  // the merge may launch now: it waits for this grid to complete
 
   const ChunkSlot<T> at(problem, plan, w);
   const FusedTopkResult result = block_fused_topk<T, LA>(at.chunk.data, at.chunk.first_index, at.chunk.length, at.k,
-                                                         problem.k_exp, candidate_keys, shared);
+                                                         problem.k_exp, candidate_storage, shared);
   if (threadIdx.x == 0) w.states[at.slot] = result.state;
   const unsigned written = result.sorted != nullptr ? at.k : 0;  // a NaN chunk lists nothing
   for (unsigned j = threadIdx.x; j < written; j += kFusedThreads) at.keys[j] = result.sorted[j];
