@@ -125,13 +125,15 @@ std::vector<TopkCase> input_cases() {
 }
 
 // A small selection for compute-sanitizer ('*Sanitize*' in scripts/gpu-check): every
-// implementation on ties, adversarial buffers (the exact fallback), NaN rows, fewer unmasked
-// tokens than K on a misaligned strided layout, and K beyond the fused and split-k paths.
+// implementation on ties (V = 20000: the fused core's overflowing lists), adversarial buffers
+// (the exact fallback), NaN rows, fewer unmasked tokens than K on a misaligned strided layout,
+// and K beyond the fused and split-k paths.
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   struct Small { int64_t V, rows; int32_t k; Dist dist; int64_t stride, count; Layout layout; };
   for (DType dt : {DType::f32, DType::bf16})
     for (const Small& s : {Small{4097, 3, 50, Dist::constant, 256, 50, {}},
+                           Small{20000, 2, 50, Dist::constant, 256, 50, {}},
                            Small{4097, 3, 1024, Dist::adversarial_stride, 4, 1024, {}},
                            Small{4097, 3, 4096, Dist::nan_row, 256, 16, {}},
                            Small{33, 5, 16, Dist::few_unmasked, 256, 8, {34, 1}}})
@@ -219,7 +221,10 @@ TEST_P(TopkAllEqualRows, IsExact) {
 std::vector<TopkCase> all_equal_cases() {
   std::vector<TopkCase> out;
   for (DType dt : {DType::f32, DType::bf16})
-    for (int64_t V : {1000, 4097, 50257, 128256, 1 << 20})
+    // 20000: the fused core's vector list holds a bf16 row (2,500 vectors) but its keys (20,000)
+    // overflow the rewrite, and an fp32 row (5,000 vectors) overflows the list itself: both
+    // take the exact redo.
+    for (int64_t V : {1000, 4097, 20000, 50257, 128256, 1 << 20})
       for (int32_t k : {16, 50, 256, 1024}) {
         if (k > V) continue;
         for (TopkImpl impl : kAllTopkImpls) {
