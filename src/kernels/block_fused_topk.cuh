@@ -148,14 +148,14 @@ __device__ FusedTopkResult block_fused_topk(const T* data, int64_t first_index, 
   const unsigned keys = listed <= list.capacity ? list.to_keys(listed, &shared.key_count) : ~0u;
   const TopkKey* sorted =
       keys <= list.key_capacity()
-          ? block_topk_sorted<kThreads>(k,
-                                        [&](auto&& visit) {
-                                          for (unsigned i = threadIdx.x; i < keys; i += kThreads)
-                                            visit(list.listed_keys()[i]);
-                                        },
-                                        shared.storage)
-          : block_topk_sorted<kThreads>(k, RowKeys<kThreads, T>{RowSegment<T>(data, first_index, length)},
-                                        shared.storage);
+          ? block_topk_sorted<kThreads, kSignificantBits<T>>(k,
+                                                             [&](auto&& visit) {
+                                                               for (unsigned i = threadIdx.x; i < keys; i += kThreads)
+                                                                 visit(list.listed_keys()[i]);
+                                                             },
+                                                             shared.storage)
+          : block_topk_sorted<kThreads, kSignificantBits<T>>(
+                k, RowKeys<kThreads, T>{RowSegment<T>(data, first_index, length)}, shared.storage);
   return {total, sorted};
 }
 

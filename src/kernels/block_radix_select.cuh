@@ -21,14 +21,25 @@ struct RadixSelectStorage {
 /// Every thread of the block calls this with the same k; every thread gets the same threshold.
 /// kLowestShift: the low bits below it are not examined (32 when only the value half of the
 /// keys matters), so the search takes at most (64 - kLowestShift) / 8 passes.
+/// kValueBits: the keys' logits were widened from a type with that many significant bits
+/// (kSignificantBits), so the value half's lower bits are copies of its inverted sign bit
+/// (make_key) and a pass over a byte of them would find one bin: it is skipped (two of eight
+/// passes for bf16, whose tied logits send the search on into the index bytes).
 /// `for_each_key(visit)` must visit, across the block, the same set of unique keys on every call.
 /// With fewer than k keys there is no k-th key: the result is kEmptyKey (every key passes).
-template <int kThreads, int kLowestShift = 0, typename ForEachKey>
+template <int kThreads, int kLowestShift = 0, int kValueBits = 32, typename ForEachKey>
 __device__ TopkKey block_radix_select(unsigned k, ForEachKey&& for_each_key, RadixSelectStorage& storage) {
   TopkKey prefix = 0;
   TopkKey decided = 0;  // mask of the bits fixed so far
   unsigned remaining = k;
   for (int shift = 56; shift >= kLowestShift; shift -= 8) {
+    if (shift >= 32 && shift + 8 <= 64 - kValueBits) {
+      // The passes above fixed the sign bit: the byte is 0x00 under a positive sign, 0xFF under
+      // a negative one.
+      prefix |= ((prefix >> 63) != 0 ? TopkKey{0} : TopkKey{0xFF}) << shift;
+      decided |= TopkKey{0xFF} << shift;
+      continue;
+    }
     for (int b = threadIdx.x; b < 256; b += kThreads) storage.histogram[b] = 0;
     __syncthreads();
     for_each_key([&](TopkKey key) {

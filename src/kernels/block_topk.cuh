@@ -142,10 +142,11 @@ __device__ const TopkKey* block_sort_winners(unsigned n, BlockTopkStorage& stora
 /// Finds the row's K largest keys and returns them descending, in shared memory (k <=
 /// kMaxFastTopK). `for_each_key` must visit at least k unique keys (every caller's source does:
 /// a row or chunk of >= k elements, or a candidate list holding every key >= a k-th-key bound).
-/// Exact and deterministic: keys are unique, so the gather order cannot matter.
-template <int kThreads, typename ForEachKey>
+/// Exact and deterministic: keys are unique, so the gather order cannot matter. kValueBits: as
+/// for block_radix_select (the significant bits of the logits' type, when every key is of one).
+template <int kThreads, int kValueBits = 32, typename ForEachKey>
 __device__ const TopkKey* block_topk_sorted(unsigned k, ForEachKey&& for_each_key, BlockTopkStorage& storage) {
-  const TopkKey threshold = block_radix_select<kThreads>(k, for_each_key, storage.select);
+  const TopkKey threshold = block_radix_select<kThreads, 0, kValueBits>(k, for_each_key, storage.select);
   if (threadIdx.x == 0) storage.count = 0;
   __syncthreads();
   for_each_key([&](TopkKey key) {

@@ -31,6 +31,15 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { re
 template <typename T>
 constexpr int kVectorWidth = 16 / static_cast<int>(sizeof(T));
 
+/// Bits of an fp32 pattern that a value widened from T can set: sign, 8 exponent bits and the
+/// mantissa T keeps (7 for bf16, 10 for fp16). The bits below them are zero.
+template <typename T>
+constexpr int kSignificantBits = 32;
+template <>
+constexpr int kSignificantBits<__nv_bfloat16> = 16;
+template <>
+constexpr int kSignificantBits<__half> = 19;
+
 /// A 16-byte vector kept raw (4 registers whatever the dtype), widened on use: caching rows raw
 /// halves the registers an fp16 / bf16 row needs.
 using RawVector = uint4;

@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(kThreads, 2) topk_radix_gather_kernel(TopkProb
     return;
   }
   const RowKeys<kThreads, T> row_keys{segment};
-  const TopkKey threshold = block_radix_select<kThreads>(k, row_keys, select);
+  const TopkKey threshold = block_radix_select<kThreads, 0, kSignificantBits<T>>(k, row_keys, select);
   if (threadIdx.x == 0) count = 0;
   __syncthreads();
   row_keys([&](TopkKey key) {

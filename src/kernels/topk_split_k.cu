@@ -191,7 +191,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     written = listed;
   } else {  // one bin holds too many keys (ties, a flat chunk): list the exact top-K instead
     const TopkKey* sorted =
-        block_topk_sorted<kFusedThreads>(at.k, RowKeys<kFusedThreads, T>{at.chunk}, storage);
+        block_topk_sorted<kFusedThreads, kSignificantBits<T>>(at.k, RowKeys<kFusedThreads, T>{at.chunk}, storage);
     for (unsigned j = threadIdx.x; j < at.k; j += kFusedThreads) at.keys[j] = sorted[j];
     written = at.k;
   }
