@@ -12,7 +12,7 @@ struct DeviceInfo {
   int sm_count;
   int max_shared_memory_per_block;  ///< opt-in limit, bytes
   int l2_bytes;
-  int compute_major;  ///< 9 and up: programmatic dependent launch
+  int compute_major;  ///< 9 and up: the Hopper-only steps may apply (see sm90_image_loaded)
 };
 
 /// The current device's properties. Throws softk::CudaError when no device is usable.

@@ -6,6 +6,7 @@
 // short candidate list and to cut the chunks' lists down to the row's winners.
 #pragma once
 
+#include "kernels/row_segment.cuh"
 #include "kernels/topk_key.cuh"
 #include "kernels/warp_collectives.cuh"
 
@@ -39,6 +40,15 @@ struct BinHistogram {
   }
 
   __device__ __forceinline__ void add(TopkKey key) { atomicAdd(&counts[key_bin(key)], 1u); }
+
+  /// Counts every logit of a group (a bin depends on the value alone, so no index is needed).
+  template <int N, int W>
+  __device__ __forceinline__ void add_values(const ElementGroup<N, W>& group) {
+#pragma unroll
+    for (int n = 0; n < N; ++n)
+#pragma unroll
+      for (int i = 0; i < W; ++i) add(make_key(group.x[n][i], 0));
+  }
 
   /// Called by the whole block after its adds, with the same k everywhere; every thread gets the
   /// same answer. Thread t owns kBinsPerThread consecutive bins counted from the top, so an

@@ -304,10 +304,8 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
 
   SoftmaxState state = empty_state();
   held.for_each_group([&](const auto& group) {
-    using Group = std::remove_reference_t<decltype(group)>;
     accumulate(state, group, problem.k_exp);
-#pragma unroll
-    for (int i = 0; i < Group::kWidth; ++i) atomicAdd(&s.local.counts[key_bin(make_key(group.x[0][i], 0))], 1u);
+    s.local.add_values(group);
   });
   // A state a warp, merged by the leader later: no block-wide reduction (two barriers and a
   // serial merge) in front of the first cluster barrier.

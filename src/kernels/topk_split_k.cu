@@ -165,12 +165,8 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   __syncthreads();
   SoftmaxState state = empty_state();
   for_each_element<kStreamUnroll>(at.chunk, threadIdx.x, kFusedThreads, [&](const auto& group) {
-    using Group = std::remove_reference_t<decltype(group)>;
     accumulate(state, group, problem.k_exp);
-#pragma unroll
-    for (int n = 0; n < Group::kRuns; ++n)
-#pragma unroll
-      for (int i = 0; i < Group::kWidth; ++i) histogram.add(make_key(group.x[n][i], 0));
+    histogram.add_values(group);
   });
   const SoftmaxState total = block_reduce<kFusedThreads / 32>(state, problem.k_exp, scratch);
   if (threadIdx.x == 0) w.states[at.slot] = total;
