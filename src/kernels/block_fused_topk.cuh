@@ -1,6 +1,6 @@
-// The fused block-level top-k core: one block finds the exact top-K keys of a contiguous run
-// of a row (a whole row for the fused kernel, a chunk for split-k) and its softmax state, in
-// one read of the run from DRAM.
+// The fused block-level top-k core: one block reads a contiguous run of a row (a whole row for
+// the fused kernel, a chunk for split-k) once from DRAM and leaves its softmax state and a short
+// list of keys that holds its exact top-K.
 //
 //  Phase A  streams a prefix of the run: folds it into the softmax state and keeps each
 //           thread's top-LA logits in registers (branch-free). A block radix select over those
@@ -11,11 +11,12 @@
 //           hold one (candidate_vectors.cuh), or for fp32 rows at K > 256 the keys themselves
 //           (candidate_list.cuh). A group of elements whose maximum is below tau costs one
 //           compare.
-//  Select   the K largest listed keys are the run's top-K, sorted in shared memory.
+// The caller selects from the list: the fused kernel the sorted top-K, a split-k chunk a superset
+// of its top-K for the merge.
 //
-// Exactness: the list holds every key >= tau unless it overflowed; the block then redoes the
-// run exactly by radix-selecting over the run itself (re-read, mostly from L2). So the answer
-// is exact on every input (ties, constant rows, all winners in one thread's stride).
+// Exactness: the list holds every key >= tau unless it overflowed; the caller then selects from
+// the run itself (re-read, mostly from L2) instead. So the answer is exact on every input (ties,
+// constant rows, all winners in one thread's stride).
 #pragma once
 
 #include <algorithm>
@@ -68,7 +69,7 @@ void with_seed_count(int32_t k, F&& f) {
   else f(std::integral_constant<int, 4>{});
 }
 
-/// Launches `kernel` (a kernel running block_fused_topk) with its candidate list in dynamic
+/// Launches `kernel` (a kernel running block_fused_candidates) with its candidate list in dynamic
 /// shared memory. Static + dynamic shared memory passes the 48 KB default, so the kernel opts in
 /// first (a per-device attribute, hence on every launch).
 template <typename... Params, typename... Args>
@@ -85,17 +86,31 @@ struct FusedTopkShared {
   unsigned key_count;
 };
 
-struct FusedTopkResult {
-  SoftmaxState state;     ///< the run's (m, d), the same in every thread
-  const TopkKey* sorted;  ///< its k largest keys, descending, in shared memory; null for a NaN run
+/// What phases A and B leave: the run's (m, d), the same in every thread, and every key of the
+/// run >= tau in shared memory (the run's top-K among them) unless the list overflowed.
+struct FusedCandidates {
+  SoftmaxState state;
+  const TopkKey* keys;  ///< null when the list overflowed, and for a NaN run
+  unsigned count;
+
+  /// Calls f(source) with a key source holding the run's top-K (an argument for
+  /// block_topk_sorted and the like): the listed keys, or the run itself, re-read (mostly from
+  /// L2) when the list overflowed. Called by all kFusedThreads threads.
+  template <typename T, typename F>
+  __device__ __forceinline__ auto with_key_source(const RowSegment<T>& run, F&& f) const {
+    if (keys == nullptr) return f(RowKeys<kFusedThreads, T>{run});
+    return f([*this](auto&& visit) {
+      for (unsigned i = threadIdx.x; i < count; i += kFusedThreads) visit(keys[i]);
+    });
+  }
 };
 
-/// Called by all kFusedThreads threads. The run is data[0, length), whose element 0 is token
-/// first_index of the row; k <= min(length, kMaxFastTopK). candidate_storage: kCandidateBytes
-/// of shared memory, 16-byte aligned.
+/// Phases A and B over the run data[0, length), whose element 0 is token first_index of the row;
+/// k <= min(length, kMaxFastTopK). Called by all kFusedThreads threads. candidate_storage:
+/// kCandidateBytes of shared memory, 16-byte aligned. Starts with no barrier and ends on one.
 template <typename T, int LA>
-__device__ FusedTopkResult block_fused_topk(const T* data, int64_t first_index, int64_t length, unsigned k,
-                                            float k_exp, void* candidate_storage, FusedTopkShared& shared) {
+__device__ FusedCandidates block_fused_candidates(const T* data, int64_t first_index, int64_t length, unsigned k,
+                                                  float k_exp, void* candidate_storage, FusedTopkShared& shared) {
   constexpr int kThreads = kFusedThreads;
   const int64_t split = prefix_length(length, static_cast<int32_t>(k), kListsVectors<T, LA>);
   const RowSegment<T> prefix(data, first_index, split);
@@ -142,21 +157,12 @@ __device__ FusedTopkResult block_fused_topk(const T* data, int64_t first_index, 
   });
   // block_reduce starts with a barrier: after it every append is visible.
   const SoftmaxState total = block_reduce<kThreads / 32>(state, k_exp, shared.scratch);
-  if (status_of(total) == RowStatus::has_nan) return {total, nullptr};  // block-uniform
+  if (status_of(total) == RowStatus::has_nan) return {total, nullptr, 0};  // block-uniform
 
   const unsigned listed = shared.candidate_count;  // block-uniform, as is the key count
   const unsigned keys = listed <= list.capacity ? list.to_keys(listed, &shared.key_count) : ~0u;
-  const TopkKey* sorted =
-      keys <= list.key_capacity()
-          ? block_topk_sorted<kThreads, kSignificantBits<T>>(k,
-                                                             [&](auto&& visit) {
-                                                               for (unsigned i = threadIdx.x; i < keys; i += kThreads)
-                                                                 visit(list.listed_keys()[i]);
-                                                             },
-                                                             shared.storage)
-          : block_topk_sorted<kThreads, kSignificantBits<T>>(
-                k, RowKeys<kThreads, T>{RowSegment<T>(data, first_index, length)}, shared.storage);
-  return {total, sorted};
+  if (keys > list.key_capacity()) return {total, nullptr, 0};
+  return {total, list.listed_keys(), keys};
 }
 
 }  // namespace softk::kernels

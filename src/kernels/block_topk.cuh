@@ -139,13 +139,13 @@ __device__ const TopkKey* block_sort_winners(unsigned n, BlockTopkStorage& stora
   return storage.winners;
 }
 
-/// Finds the row's K largest keys and returns them descending, in shared memory (k <=
-/// kMaxFastTopK). `for_each_key` must visit at least k unique keys (every caller's source does:
-/// a row or chunk of >= k elements, or a candidate list holding every key >= a k-th-key bound).
-/// Exact and deterministic: keys are unique, so the gather order cannot matter. kValueBits: as
-/// for block_radix_select (the significant bits of the logits' type, when every key is of one).
+/// Finds the row's K largest keys and gathers them, in no particular order, into
+/// storage.winners[0, k) (k <= kMaxFastTopK). `for_each_key` must visit at least k unique keys
+/// (every caller's source does: a row or chunk of >= k elements, or a candidate list holding
+/// every key >= a k-th-key bound). Exact and deterministic as a set: keys are unique. kValueBits:
+/// as for block_radix_select (the significant bits of the logits' type, when every key is of one).
 template <int kThreads, int kValueBits = 32, typename ForEachKey>
-__device__ const TopkKey* block_topk_sorted(unsigned k, ForEachKey&& for_each_key, BlockTopkStorage& storage) {
+__device__ const TopkKey* block_topk_unsorted(unsigned k, ForEachKey&& for_each_key, BlockTopkStorage& storage) {
   const TopkKey threshold = block_radix_select<kThreads, 0, kValueBits>(k, for_each_key, storage.select);
   if (threadIdx.x == 0) storage.count = 0;
   __syncthreads();
@@ -156,6 +156,13 @@ __device__ const TopkKey* block_topk_sorted(unsigned k, ForEachKey&& for_each_ke
     }
   });
   __syncthreads();
+  return storage.winners;
+}
+
+/// block_topk_unsorted, then sorted descending (in shared memory; the returned pointer).
+template <int kThreads, int kValueBits = 32, typename ForEachKey>
+__device__ const TopkKey* block_topk_sorted(unsigned k, ForEachKey&& for_each_key, BlockTopkStorage& storage) {
+  block_topk_unsorted<kThreads, kValueBits>(k, for_each_key, storage);
   return block_sort_winners<kThreads>(k, storage);
 }
 

@@ -1,6 +1,6 @@
-// Fused softmax + top-k, a block per row: block_fused_topk over the whole row (one read of
-// it from DRAM, exact on every input; see block_fused_topk.cuh), then the K winners are written
-// with exp(x - m) / d. No workspace, no second launch.
+// Fused softmax + top-k, a block per row: the fused core over the whole row (one read of it from
+// DRAM; see block_fused_topk.cuh), the exact top-K of its candidates selected and sorted, then
+// written with exp(x - m) / d. No workspace, no second launch.
 #include "cuda_check.hpp"
 #include "kernels/block_fused_topk.cuh"
 #include "kernels/grid_dependency.cuh"
@@ -18,20 +18,23 @@ __global__ void __launch_bounds__(kFusedThreads, 2) topk_fused_kernel(TopkProble
 
   const int64_t row = blockIdx.x;
   const auto k = static_cast<unsigned>(problem.k);
-  const FusedTopkResult result =
-      block_fused_topk<T, LA>(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab, k,
-                              problem.k_exp, candidate_storage, shared);
-  const Normalizer normalizer(result.state, problem.k_exp);
+  const RowSegment<T> row_run(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
+  const FusedCandidates found =
+      block_fused_candidates<T, LA>(row_run.data, 0, problem.vocab, k, problem.k_exp, candidate_storage, shared);
+  const Normalizer normalizer(found.state, problem.k_exp);
   if (threadIdx.x == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
 
   float* probs = problem.probs + row * problem.k;
   int32_t* indices = problem.indices + row * problem.k;
-  if (result.sorted == nullptr) {
+  if (normalizer.status == RowStatus::has_nan) {  // block-uniform
     write_nan_row<kFusedThreads>(k, probs, indices);
     return;
   }
+  const TopkKey* sorted = found.with_key_source(row_run, [&](const auto& keys) {
+    return block_topk_sorted<kFusedThreads, kSignificantBits<T>>(k, keys, shared.storage);
+  });
   for (unsigned j = threadIdx.x; j < k; j += kFusedThreads)
-    write_topk_entry(result.sorted[j], normalizer, problem.log_probs, probs + j, indices + j);
+    write_topk_entry(sorted[j], normalizer, problem.log_probs, probs + j, indices + j);
 }
 
 }  // namespace

@@ -2,13 +2,14 @@
 // is cut into chunks, one block each. (A row that fits the registers of one thread-block
 // cluster, at K <= 256, runs in a single launch instead: topk_cluster.cu. This file is the
 // general form: any V, any K <= kMaxFastTopK, any GPU.)
-//  Launch 1  every chunk writes its (m, d) and a list of keys that holds its exact top-K:
+//  Launch 1  every chunk writes its (m, d) and an unsorted list of keys that holds its exact
+//            top-K:
 //            - a short chunk (the batch-1 decode case) histograms its keys' top 12 bits and
 //              lists every key at or above the bin of its K-th largest (block_bin_threshold.cuh):
 //              one pass of shared-memory adds and one scan, no select, no sort;
 //            - a long chunk runs the fused block core (block_fused_topk.cuh), where most
 //              elements cost one compare against its prefix threshold, and lists its exact
-//              top-K.
+//              top-K: a radix select over its candidates, and no sort.
 //  Launch 2  a block per row merges the chunk states (in a fixed order, so the bits never
 //            depend on scheduling) and finds the row's top-K in the union of the lists (which
 //            holds it, as each list holds its chunk's): up to K = 256 a histogram of the
@@ -134,6 +135,15 @@ struct ChunkSlot {
   }
 };
 
+/// Lists a chunk's exact top-K, unsorted: the merge needs no order, and the sort of the winners
+/// was most of a chunk's fixed cost at K = 1024 (~14,000 cycles). Returns the keys written.
+template <int kValueBits, typename T, typename Keys>
+__device__ unsigned list_exact_top_k(const ChunkSlot<T>& at, const Keys& keys, BlockTopkStorage& storage) {
+  const TopkKey* winners = block_topk_unsorted<kFusedThreads, kValueBits>(at.k, keys, storage);
+  for (unsigned j = threadIdx.x; j < at.k; j += kFusedThreads) at.keys[j] = winners[j];
+  return at.k;
+}
+
 template <typename T, int LA>
 __global__ void __launch_bounds__(kFusedThreads, 2)
     topk_split_k_fused_chunk_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w) {
@@ -142,11 +152,16 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   let_next_grid_launch();  // the merge may launch now: it waits for this grid to complete
 
   const ChunkSlot<T> at(problem, plan, w);
-  const FusedTopkResult result = block_fused_topk<T, LA>(at.chunk.data, at.chunk.first_index, at.chunk.length, at.k,
-                                                         problem.k_exp, candidate_storage, shared);
-  if (threadIdx.x == 0) w.states[at.slot] = result.state;
-  const unsigned written = result.sorted != nullptr ? at.k : 0;  // a NaN chunk lists nothing
-  for (unsigned j = threadIdx.x; j < written; j += kFusedThreads) at.keys[j] = result.sorted[j];
+  const FusedCandidates found = block_fused_candidates<T, LA>(at.chunk.data, at.chunk.first_index, at.chunk.length,
+                                                              at.k, problem.k_exp, candidate_storage, shared);
+  if (threadIdx.x == 0) w.states[at.slot] = found.state;
+  if (status_of(found.state) == RowStatus::has_nan) {  // block-uniform; the merge writes a NaN row
+    at.pad(0, plan);
+    return;
+  }
+  const unsigned written = found.with_key_source(at.chunk, [&](const auto& keys) {
+    return list_exact_top_k<kSignificantBits<T>>(at, keys, shared.storage);
+  });
   at.pad(written, plan);
 }
 
@@ -186,10 +201,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     __syncthreads();
     written = listed;
   } else {  // one bin holds too many keys (ties, a flat chunk): list the exact top-K instead
-    const TopkKey* sorted =
-        block_topk_sorted<kFusedThreads, kSignificantBits<T>>(at.k, RowKeys<kFusedThreads, T>{at.chunk}, storage);
-    for (unsigned j = threadIdx.x; j < at.k; j += kFusedThreads) at.keys[j] = sorted[j];
-    written = at.k;
+    written = list_exact_top_k<kSignificantBits<T>>(at, RowKeys<kFusedThreads, T>{at.chunk}, storage);
   }
   at.pad(written, plan);
 }

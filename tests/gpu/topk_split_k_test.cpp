@@ -10,7 +10,7 @@
 //                        layouts with log-probs; temperature
 //   Huge/TopkSplitK      V = 2^24+3 on the inputs that stress the merge, and V = 2^26 (K = 50,
 //                        f32 llm_like and bf16 normal)
-//   Sanitize/TopkSplitK  eleven small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
+//   Sanitize/TopkSplitK  thirteen small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
 //                        through both forms (one cluster a row, two launches)
 // plus TopkSplitKWorkspace (too-small / null workspace) and TopkSplitKDispatch (auto keeps room
 // for split-k when a single row is long). '--gtest_filter=*SplitK*' selects all of it.
@@ -190,7 +190,9 @@ std::vector<TopkCase> huge_cases() {
 // split-k. Two-launch (V past a cluster's registers, or K > 256): a NaN row on a misaligned base;
 // ties over many chunks (K = 1024, and K = 50 at 300000, where every binned chunk's threshold
 // bin overflows its list and the merge's bin overflows its gather: both exact fallbacks); +inf
-// across chunks; a misaligned 2^20+3 row through both split_k and auto. One cluster a row
+// across chunks; a misaligned 2^20+3 row through both split_k and auto; 32K-token chunks of the
+// fused core at K = 256, selecting from their candidates (LLM-like) or, the candidate lists
+// overflowing, from the chunk itself (constant). One cluster a row
 // (topk_cluster.cu): a masked row and a constant row (the select goes down to the index bits,
 // level by level), a NaN row on a misaligned base, +inf, and a 16-CTA LLM-like bf16 row.
 std::vector<TopkCase> sanitize_cases() {
@@ -207,6 +209,8 @@ std::vector<TopkCase> sanitize_cases() {
   one(TopkImpl::split_k, DType::bf16, 33000, 2, 1, Dist::masked_rows, {});
   one(TopkImpl::split_k, DType::f32, 33000, 2, 50, Dist::constant, {});
   one(TopkImpl::split_k, DType::f32, 4097, 3, 16, Dist::nan_row, Layout{0, 1});
+  one(TopkImpl::split_k, DType::f32, kV1M, 1, 256, Dist::llm_like, {});
+  one(TopkImpl::split_k, DType::bf16, kV1M, 1, 256, Dist::constant, {});
   one(TopkImpl::split_k, DType::f32, 128256, 1, 256, Dist::pm_inf, {});
   one(TopkImpl::split_k, DType::bf16, 256000, 1, 50, Dist::llm_like, {});
   return finish(out, true);
