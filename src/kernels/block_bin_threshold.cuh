@@ -6,6 +6,7 @@
 // short candidate list and to cut the chunks' lists down to the row's winners.
 #pragma once
 
+#include "kernels/block_topk.cuh"
 #include "kernels/row_segment.cuh"
 #include "kernels/topk_key.cuh"
 #include "kernels/warp_collectives.cuh"
@@ -93,5 +94,26 @@ struct BinHistogram {
     return found;
   }
 };
+
+/// The k largest of a set of unique keys, sorted descending in shared memory, given a histogram
+/// holding every one of them (added after a barrier that followed its clear): the keys at or
+/// above the bin of the k-th largest (k plus part of a bin) are gathered and sorted, or, when
+/// that bin holds too many to gather, radix-selected from those keys. Called by the whole block.
+template <int kThreads, int kValueBits = 32, typename ForEachKey>
+__device__ const TopkKey* block_topk_sorted_from_bins(unsigned k, const ForEachKey& for_each_key,
+                                                      BinHistogram<kThreads>& histogram, BlockTopkStorage& storage) {
+  if (threadIdx.x == 0) storage.count = 0;  // threshold() starts with a barrier
+  const BinThreshold cut = histogram.threshold(k);
+  const TopkKey floor_key = bin_floor_key(cut.bin);
+  const auto at_or_above = [&](auto&& visit) {
+    for_each_key([&](TopkKey key) {
+      if (key >= floor_key) visit(key);
+    });
+  };
+  if (cut.at_or_above > kMaxFastTopK) return block_topk_sorted<kThreads, kValueBits>(k, at_or_above, storage);
+  at_or_above([&](TopkKey key) { storage.winners[atomicAdd(&storage.count, 1u)] = key; });
+  __syncthreads();
+  return block_sort_winners<kThreads>(cut.at_or_above, storage);
+}
 
 }  // namespace softk::kernels

@@ -11,8 +11,8 @@
 //           hold one (candidate_vectors.cuh), or for fp32 rows at K > 256 the keys themselves
 //           (candidate_list.cuh). A group of elements whose maximum is below tau costs one
 //           compare.
-// The caller selects from the list: the fused kernel the sorted top-K, a split-k chunk a superset
-// of its top-K for the merge.
+// The caller selects from the list: the fused kernel the sorted top-K (through the bin of the K-th
+// key, block_bin_threshold.cuh), a split-k chunk its unsorted top-K for the merge.
 //
 // Exactness: the list holds every key >= tau unless it overflowed; the caller then selects from
 // the run itself (re-read, mostly from L2) instead. So the answer is exact on every input (ties,
@@ -22,6 +22,7 @@
 #include <algorithm>
 
 #include "cuda_check.hpp"
+#include "kernels/block_bin_threshold.cuh"
 #include "kernels/block_topk.cuh"
 #include "kernels/candidate_list.cuh"
 #include "kernels/candidate_vectors.cuh"
@@ -86,12 +87,30 @@ struct FusedTopkShared {
   unsigned key_count;
 };
 
+/// A histogram of the candidates' bins fits the end of the candidate storage, past their keys:
+/// its own 16 KB a block would come out of L1, which holds phase B's loads in flight.
+using CandidateHistogram = BinHistogram<kFusedThreads>;
+constexpr std::size_t kCandidateHistogramOffset =
+    (kCandidateBytes - sizeof(CandidateHistogram)) / alignof(CandidateHistogram) * alignof(CandidateHistogram);
+
 /// What phases A and B leave: the run's (m, d), the same in every thread, and every key of the
 /// run >= tau in shared memory (the run's top-K among them) unless the list overflowed.
 struct FusedCandidates {
   SoftmaxState state;
   const TopkKey* keys;  ///< null when the list overflowed, and for a NaN run
   unsigned count;
+
+  /// The histogram beside the keys in candidate_storage, cleared (after a barrier), or null
+  /// when there are no keys or they leave it no room (more than 6,134 of them). Called by all
+  /// kFusedThreads threads.
+  __device__ __forceinline__ CandidateHistogram* clear_histogram_beside(void* candidate_storage) const {
+    if (keys == nullptr || count * sizeof(TopkKey) > kCandidateHistogramOffset) return nullptr;
+    auto* histogram =
+        reinterpret_cast<CandidateHistogram*>(static_cast<char*>(candidate_storage) + kCandidateHistogramOffset);
+    histogram->clear();
+    __syncthreads();
+    return histogram;
+  }
 
   /// Calls f(source) with a key source holding the run's top-K (an argument for
   /// block_topk_sorted and the like): the listed keys, or the run itself, re-read (mostly from

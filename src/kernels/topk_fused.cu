@@ -10,6 +10,15 @@
 namespace softk::kernels {
 namespace {
 
+/// Up to K = 256 (the kernels seeding fewer than 4 logits a thread: with_seed_count) the winners
+/// are found among the candidates (~1,500 keys at K = 50) by one histogram pass: the keys at or
+/// above the bin of the K-th (K plus part of a bin) are gathered and sorted, where a radix select
+/// takes two to four passes of ~1,300-2,500 cycles before its gather. Past it, K plus part of a
+/// bin rarely fits the 1024-key sort, and those kernels are built without the path (its code
+/// alone cost them 1-2%, H200).
+template <int LA>
+constexpr bool kSelectsByBin = LA < 4;
+
 template <typename T, int LA>
 __global__ void __launch_bounds__(kFusedThreads, 2) topk_fused_kernel(TopkProblem problem) {
   extern __shared__ RawVector candidate_storage[];
@@ -31,6 +40,13 @@ __global__ void __launch_bounds__(kFusedThreads, 2) topk_fused_kernel(TopkProble
     return;
   }
   const TopkKey* sorted = found.with_key_source(row_run, [&](const auto& keys) {
+    if constexpr (kSelectsByBin<LA>) {
+      CandidateHistogram* histogram = found.clear_histogram_beside(candidate_storage);  // block-uniform
+      if (histogram != nullptr) {
+        keys([&](TopkKey key) { histogram->add(key); });
+        return block_topk_sorted_from_bins<kFusedThreads, kSignificantBits<T>>(k, keys, *histogram, shared.storage);
+      }
+    }
     return block_topk_sorted<kFusedThreads, kSignificantBits<T>>(k, keys, shared.storage);
   });
   for (unsigned j = threadIdx.x; j < k; j += kFusedThreads)

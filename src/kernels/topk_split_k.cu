@@ -229,25 +229,6 @@ struct ListedKeys {
   }
 };
 
-/// The row's top-K from the lists by histogram (k <= kLargeK): the bin of the K-th
-/// largest listed key, then every key at or above it, gathered and sorted (or radix-selected
-/// from the lists when that bin is too full to gather). The histogram must hold every listed
-/// key, and storage.count must be zero.
-__device__ const TopkKey* binned_merge(unsigned k, const ListedKeys& listed, BinHistogram<kFusedThreads>& histogram,
-                                       BlockTopkStorage& storage) {
-  const BinThreshold cut = histogram.threshold(k);
-  const TopkKey floor_key = bin_floor_key(cut.bin);
-  const auto at_or_above = [&](auto&& visit) {
-    listed([&](TopkKey key) {
-      if (key >= floor_key) visit(key);
-    });
-  };
-  if (cut.at_or_above > kMaxFastTopK) return block_topk_sorted<kFusedThreads>(k, at_or_above, storage);
-  at_or_above([&](TopkKey key) { storage.winners[atomicAdd(&storage.count, 1u)] = key; });
-  __syncthreads();
-  return block_sort_winners<kFusedThreads>(cut.at_or_above, storage);
-}
-
 __global__ void __launch_bounds__(kFusedThreads)
     topk_split_k_merge_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w) {
   __shared__ SoftmaxState scratch[kFusedThreads / 32];
@@ -255,7 +236,6 @@ __global__ void __launch_bounds__(kFusedThreads)
   __shared__ BlockTopkStorage storage;
 
   histogram.clear();
-  if (threadIdx.x == 0) storage.count = 0;
   __syncthreads();  // the counts are zero before any add
   enter_after_previous_grid();  // every chunk done, its writes visible
   const int64_t row = blockIdx.x;
@@ -278,9 +258,10 @@ __global__ void __launch_bounds__(kFusedThreads)
     write_nan_row<kFusedThreads>(k, probs, indices);
     return;
   }
-  // At least K real keys: every chunk listed at least min(K, its length).
-  const TopkKey* sorted =
-      binned ? binned_merge(k, listed, histogram, storage) : block_topk_sorted<kFusedThreads>(k, listed, storage);
+  // At least K real keys: every chunk listed at least min(K, its length). Up to kLargeK, the
+  // bin of the K-th listed key, then the keys at or above it, gathered and sorted.
+  const TopkKey* sorted = binned ? block_topk_sorted_from_bins<kFusedThreads>(k, listed, histogram, storage)
+                                 : block_topk_sorted<kFusedThreads>(k, listed, storage);
   for (unsigned j = threadIdx.x; j < k; j += kFusedThreads)
     write_topk_entry(sorted[j], normalizer, problem.log_probs, probs + j, indices + j);
 }
