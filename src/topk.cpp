@@ -76,7 +76,14 @@ void topk(const LogitsView& logits, int32_t k, float* probs, int32_t* indices, c
       stream, options.programmatic_launch && kernels::sm90_image_loaded(current_device_info())};
   switch (plan.algorithm) {
     case TopkAlgorithm::fused: kernels::launch_topk_fused(problem, launch); break;
-    case TopkAlgorithm::split_k: kernels::launch_topk_split_k(problem, current_device_info(), workspace, launch); break;
+    case TopkAlgorithm::split_k: {
+      // Forced split-k keeps a row's bits the same in every batch; `automatic` may size its
+      // clusters by the batch too (topk.hpp).
+      const auto sizing = options.algorithm == TopkAlgorithm::automatic ? kernels::ClusterSizing::per_batch
+                                                                         : kernels::ClusterSizing::per_row;
+      kernels::launch_topk_split_k(problem, current_device_info(), workspace, launch, sizing);
+      break;
+    }
     case TopkAlgorithm::radix_select: kernels::launch_topk_radix(problem, workspace, stream); break;
     case TopkAlgorithm::automatic: break;  // resolved by plan_for
   }

@@ -69,7 +69,8 @@ std::size_t topk_workspace_size(const LogitsView& logits, int32_t k, const TopkO
 /// deterministic. Indices are exact, so they never depend on the algorithm or the batch. The
 /// probabilities of a forced algorithm are the same bits whatever batch a row sits in (at the
 /// same 16-byte phase, as for softmax); `automatic` may pick another algorithm for another row
-/// count, and its probabilities then agree to rounding (~1e-6 relative). Throws softk::Error on bad arguments (null pointers, K outside [1, V],
+/// count, or cut a row into fewer parts when a batch has more rows, and its probabilities then
+/// agree to rounding (~1e-6 relative). Throws softk::Error on bad arguments (null pointers, K outside [1, V],
 /// non-positive temperature, too-small workspace) before anything is launched.
 void topk(const LogitsView& logits, int32_t k, float* probs, int32_t* indices, const TopkOptions& options,
           void* workspace, std::size_t workspace_bytes, cudaStream_t stream);

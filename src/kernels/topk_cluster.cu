@@ -1,7 +1,8 @@
 // Split-k top-k in one launch, for a row that fits the registers of a thread-block cluster
 // (sm_90+, K <= 256): the batch-1 decode case. The two-launch split-k (topk_split_k.cu) spends
 // ~5 us of latency-bound steps in each of its kernels plus a launch between them; here the
-// chunks of a row are the CTAs of one cluster (16 where the device can hold it, else 8), each
+// chunks of a row are the CTAs of one cluster (16 where the device can hold it, else 8; more rows
+// than such clusters hold at once may take 8 under `automatic`: cluster_plan_for), each
 // holds its chunk in registers (one DRAM round trip), and they agree on the row's threshold
 // through distributed shared memory instead of a workspace and a second launch.
 //
@@ -22,6 +23,7 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <array>
 
 #include "cuda_check.hpp"
 #include "kernels/block_bin_threshold.cuh"
@@ -51,6 +53,11 @@ constexpr int kMaxHeldVectors = 8;
 /// us); more elements a thread cost more than they save (1 x 128256 bf16: 32 a thread ~10.6
 /// us, 16 a thread ~7.7).
 constexpr int kTargetElementsPerThread = 16;
+/// The most elements a thread holds in the narrower clusters a batch may take (8 CTAs a row on
+/// an H200, where 15 are resident against 7 of 16): 8 x 128256 f32, K = 50, 12.97 -> 9.06 us,
+/// bf16 12.32 -> 8.31; past it the kernels holding 64 bf16 elements spill (8 x 151936 bf16 13.55
+/// -> 11.94 but 16 rows 19.74 -> 21.43) and an fp32 row leaves the cluster form (H200, one run).
+constexpr int kNarrowElementsPerThread = 32;
 /// Up to this K the threshold bin almost always leaves few enough keys to gather in one level.
 /// Past it the bin often holds more (bf16 ties above all), each further level costs two cluster
 /// barriers and a 4096-bin pull, and the sort of ~1024 keys dominates: the two-launch split-k
@@ -135,7 +142,7 @@ struct HeldChunk {
 };
 
 // The cluster steps exist from sm_90 on; an image built for an older GPU gets an empty kernel,
-// which cluster_ctas() never launches (it asks sm90_image_loaded()).
+// which cluster_limits() never offers (it asks sm90_image_loaded()).
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 
 /// The leader gathers at most this many keys: the sort's limit (block_sort_winners).
@@ -382,8 +389,9 @@ KernelLaunch cluster_launch(int ctas, int64_t rows, cudaStream_t stream) {
   return launch;
 }
 
-/// Whether a cluster of `ctas` CTAs of the largest kernel can be resident on this device.
-bool cluster_fits(int ctas) {
+/// Clusters of `ctas` CTAs of the largest kernel that can be resident on this device at once (0:
+/// none, or the size is refused).
+int resident_clusters(int ctas) {
   const KernelLaunch launch = cluster_launch(ctas, 1, nullptr);
   int clusters = 0;
   const cudaError_t pending = cudaPeekAtLastError();
@@ -391,31 +399,40 @@ bool cluster_fits(int ctas) {
       cudaOccupancyMaxActiveClusters(&clusters, topk_cluster_kernel<float, kMaxHeldVectors>, &launch.config());
   if (status != cudaSuccess) {
     if (pending == cudaSuccess) (void)cudaGetLastError();  // a refused size is an answer, not an error to leave behind
-    return false;
+    return 0;
   }
-  return clusters > 0;
+  return clusters;
 }
 
-/// CTAs a cluster on the current device: 16 where it can be resident, else 8; 0 where the
-/// device or the loaded image has no clusters (before sm_90). Asked once per device.
-int cluster_ctas(const DeviceInfo& device) {
-  if (!sm90_image_loaded(device)) return 0;
-  return cached_per_device<int>([](int) {
+/// What the current device holds: the largest cluster (16 CTAs where it can be resident, else 8;
+/// 0 where the device or the loaded image has no clusters, before sm_90) and how many clusters
+/// of each size up to it are resident at once (an H200: 7 of 10 to 16 CTAs, 9 of 9, 15 of 8).
+/// Asked once per device.
+struct ClusterLimits {
+  int max_ctas;
+  std::array<int, kLargeCluster + 1> resident;  ///< by CTAs a cluster
+};
+
+const ClusterLimits& cluster_limits(const DeviceInfo& device) {
+  static const ClusterLimits kNone{};
+  if (!sm90_image_loaded(device)) return kNone;
+  return cached_per_device<ClusterLimits>([](int) {
     for_each_cluster_kernel([](auto* kernel) {
       SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     });
-    if (cluster_fits(kLargeCluster)) return kLargeCluster;
-    return cluster_fits(kPortableCluster) ? kPortableCluster : 0;
+    ClusterLimits limits{};
+    for (int ctas = 1; ctas <= kLargeCluster; ++ctas) limits.resident[ctas] = resident_clusters(ctas);
+    limits.max_ctas = limits.resident[kLargeCluster] > 0 ? kLargeCluster
+                      : limits.resident[kPortableCluster] > 0 ? kPortableCluster
+                                                              : 0;
+    return limits;
   });
 }
 
-/// The plan for a row of `vocab` tokens; held_vectors 0 when the row does not fit or K is past
-/// kMaxClusterK. Depends on V, K, the dtype and the device only, so a row gets the same bits
-/// whatever batch it sits in.
-ClusterTopkPlan cluster_plan_for(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
-  if (k > kMaxClusterK) return {0, 0, 0};
-  const int max_ctas = cluster_ctas(device);
-  if (max_ctas == 0) return {0, 0, 0};
+/// A row of `vocab` tokens over at most `max_ctas` CTAs, each thread holding about
+/// kTargetElementsPerThread elements (more where max_ctas is too few); held_vectors 0 when a
+/// thread would hold more than kMaxHeldVectors.
+ClusterTopkPlan plan_over(int64_t vocab, DType dtype, int max_ctas) {
   const int64_t width = 16 / static_cast<int64_t>(dtype_size(dtype));
   const int64_t target = int64_t{kTargetElementsPerThread} * kClusterThreads;
   const int ctas = static_cast<int>(std::min<int64_t>(max_ctas, (vocab + target - 1) / target));
@@ -427,14 +444,34 @@ ClusterTopkPlan cluster_plan_for(int64_t vocab, DType dtype, int32_t k, const De
   return {ctas, chunk_length, held};
 }
 
+/// The plan for `rows` rows of `vocab` tokens; held_vectors 0 when a row does not fit or K is
+/// past kMaxClusterK. Per row, it depends on V, K, the dtype and the device only, so a row gets
+/// the same bits whatever batch it sits in. Per batch, rows past what those clusters hold at
+/// once take 8-CTA clusters (twice as many resident on an H200) where a thread then holds at most
+/// kNarrowElementsPerThread elements: one wave instead of two or more.
+ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
+                                 ClusterSizing sizing) {
+  if (k > kMaxClusterK) return {0, 0, 0};
+  const ClusterLimits& limits = cluster_limits(device);
+  if (limits.max_ctas == 0) return {0, 0, 0};
+  const ClusterTopkPlan widest = plan_over(vocab, dtype, limits.max_ctas);
+  if (sizing == ClusterSizing::per_row || widest.ctas <= kPortableCluster || rows <= limits.resident[widest.ctas])
+    return widest;
+  const ClusterTopkPlan narrow = plan_over(vocab, dtype, kPortableCluster);
+  const int64_t elements_per_thread = int64_t{narrow.held_vectors} * 16 / static_cast<int64_t>(dtype_size(dtype));
+  return narrow.held_vectors != 0 && elements_per_thread <= kNarrowElementsPerThread ? narrow : widest;
+}
+
 }  // namespace
 
 bool topk_cluster_fits(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
-  return cluster_plan_for(vocab, dtype, k, device).ctas != 0;
+  // A narrower plan is only ever taken where the widest one fits.
+  return cluster_plan_for(1, vocab, dtype, k, device, ClusterSizing::per_row).ctas != 0;
 }
 
-void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch) {
-  const ClusterTopkPlan plan = cluster_plan_for(problem.vocab, problem.dtype, problem.k, device);
+void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,
+                         ClusterSizing sizing) {
+  const ClusterTopkPlan plan = cluster_plan_for(problem.rows, problem.vocab, problem.dtype, problem.k, device, sizing);
   KernelLaunch cluster = cluster_launch(plan.ctas, problem.rows, launch.stream);
   cluster.programmatic(launch.programmatic);
   with_input_type(problem.dtype, [&](auto in) {

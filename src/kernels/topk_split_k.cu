@@ -274,9 +274,9 @@ std::size_t topk_split_k_workspace_size(int64_t rows, int64_t vocab, DType dtype
 }
 
 void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, void* workspace,
-                         const LaunchContext& launch) {
+                         const LaunchContext& launch, ClusterSizing sizing) {
   if (topk_cluster_fits(problem.vocab, problem.dtype, problem.k, device)) {
-    launch_topk_cluster(problem, device, launch);
+    launch_topk_cluster(problem, device, launch, sizing);
     return;
   }
   const SplitTopkPlan plan = plan_for(problem.vocab, problem.k, device.sm_count);

@@ -8,9 +8,10 @@
 //   Dtypes/TopkSplitK    f16 / bf16 on a subset (quantisation makes ties common)
 //   Inputs/TopkSplitK    every distribution at a mid V and at V = 2^20+3; strided / misaligned
 //                        layouts with log-probs; temperature
+//   Batch/TopkSplitK     rows 8, 9, 16 at V <= 131072, where auto may take narrower clusters
 //   Huge/TopkSplitK      V = 2^24+3 on the inputs that stress the merge, and V = 2^26 (K = 50,
 //                        f32 llm_like and bf16 normal)
-//   Sanitize/TopkSplitK  thirteen small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
+//   Sanitize/TopkSplitK  fourteen small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
 //                        through both forms (one cluster a row, two launches)
 // plus TopkSplitKWorkspace (too-small / null workspace) and TopkSplitKDispatch (auto keeps room
 // for split-k when a single row is long). '--gtest_filter=*SplitK*' selects all of it.
@@ -166,6 +167,23 @@ std::vector<TopkCase> input_cases() {
   return finish(out, true);
 }
 
+// Batches past what the widest clusters hold at once (7 of 16 CTAs on an H200), where `automatic`
+// may cut a row into fewer CTAs than forced split_k (topk_cluster.cu, cluster_plan_for): rows 8
+// and 16, V from 9 to 16 CTAs of 8192 tokens, every distribution at one shape. Forced split_k
+// runs beside it as always.
+std::vector<TopkCase> batch_cases() {
+  std::vector<TopkCase> out;
+  for (int64_t V : {73000, 128256, 131072})
+    for (int64_t rows : {8, 16})
+      for (int32_t k : {1, 50, 256}) add(out, DType::f32, V, rows, k, Dist::llm_like);
+  for (int32_t k : {1, 50}) add(out, DType::bf16, 128256, 8, k, Dist::normal);
+  for (Dist d : kAllDists) {
+    if (d != Dist::llm_like) add(out, DType::f32, 128256, 8, 50, d);  // llm_like: above
+    add(out, DType::bf16, 100003, 9, 16, d);
+  }
+  return finish(out, true);
+}
+
 // The long rows: V = 2^24+3 on the inputs that stress the merge, then 2^26 (the top V;
 // the CPU oracle takes a few seconds there, so two inputs only). Rows 1: rows x V stays small.
 std::vector<TopkCase> huge_cases() {
@@ -194,7 +212,8 @@ std::vector<TopkCase> huge_cases() {
 // fused core at K = 256, selecting from their candidates (LLM-like) or, the candidate lists
 // overflowing, from the chunk itself (constant). One cluster a row
 // (topk_cluster.cu): a masked row and a constant row (the select goes down to the index bits,
-// level by level), a NaN row on a misaligned base, +inf, and a 16-CTA LLM-like bf16 row.
+// level by level), a NaN row on a misaligned base, +inf, a 16-CTA LLM-like bf16 row, and 8 rows
+// through `automatic` in 8-CTA clusters.
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   const auto one = [&](TopkImpl impl, DType dt, int64_t V, int64_t rows, int32_t k, Dist d, Layout layout) {
@@ -213,12 +232,14 @@ std::vector<TopkCase> sanitize_cases() {
   one(TopkImpl::split_k, DType::bf16, kV1M, 1, 256, Dist::constant, {});
   one(TopkImpl::split_k, DType::f32, 128256, 1, 256, Dist::pm_inf, {});
   one(TopkImpl::split_k, DType::bf16, 256000, 1, 50, Dist::llm_like, {});
+  one(TopkImpl::automatic, DType::f32, 128256, 8, 50, Dist::llm_like, {});
   return finish(out, true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, TopkSplitK, ::testing::ValuesIn(shape_cases()), param_name);
 INSTANTIATE_TEST_SUITE_P(Dtypes, TopkSplitK, ::testing::ValuesIn(dtype_cases()), param_name);
 INSTANTIATE_TEST_SUITE_P(Inputs, TopkSplitK, ::testing::ValuesIn(input_cases()), param_name);
+INSTANTIATE_TEST_SUITE_P(Batch, TopkSplitK, ::testing::ValuesIn(batch_cases()), param_name);
 INSTANTIATE_TEST_SUITE_P(Huge, TopkSplitK, ::testing::ValuesIn(huge_cases()), param_name);
 INSTANTIATE_TEST_SUITE_P(Sanitize, TopkSplitK, ::testing::ValuesIn(sanitize_cases()), param_name);
 
