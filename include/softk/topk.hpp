@@ -8,10 +8,11 @@
 namespace softk {
 
 /// How the top-k of a row is found. `automatic` lets the dispatcher choose.
-///  - fused:        block per row; one read computes (m, d) and per-thread register top-k
-///                  buffers, merged per warp and per block. An exactness guard redoes a row
-///                  exactly (inside the same block) whenever a per-thread buffer may have dropped
-///                  a winner, so the result is exact on every input. K <= 1024.
+///  - fused:        block per row; one read computes (m, d) and lists every logit at or above
+///                  a threshold taken from a prefix of the row (a lower bound of the K-th), then
+///                  selects and sorts the K winners from that list. A list that overflows sends
+///                  the block over the row itself (inside the same block), so the result is
+///                  exact on every input. K <= 1024.
 ///  - radix_select: any K; radix-selects the K-th key of each row, gathers the winners and
 ///                  sorts them (CUB segmented sort). Slower, exact, the path for K > 1024.
 ///  - split_k:      few rows, long rows: each row is cut into chunks, one block each, and

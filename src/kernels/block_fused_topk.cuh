@@ -11,8 +11,9 @@
 //           hold one (candidate_vectors.cuh), or for fp32 rows at K > 256 the keys themselves
 //           (candidate_list.cuh). A group of elements whose maximum is below tau costs one
 //           compare.
-// The caller selects from the list: the fused kernel the sorted top-K (through the bin of the K-th
-// key, block_bin_threshold.cuh), a split-k chunk its unsorted top-K for the merge.
+// The caller selects from the list: the fused kernel the sorted top-K (at K <= 256 through the bin
+// of the K-th key, block_bin_threshold.cuh, else a radix select), a split-k chunk its unsorted
+// top-K for the merge.
 //
 // Exactness: the list holds every key >= tau unless it overflowed; the caller then selects from
 // the run itself (re-read, mostly from L2) instead. So the answer is exact on every input (ties,
@@ -93,6 +94,17 @@ using CandidateHistogram = BinHistogram<kFusedThreads>;
 constexpr std::size_t kCandidateHistogramOffset =
     (kCandidateBytes - sizeof(CandidateHistogram)) / alignof(CandidateHistogram) * alignof(CandidateHistogram);
 
+/// The listed keys as a key source (visits them across the block).
+struct CandidateKeys {
+  const TopkKey* keys;
+  unsigned count;
+
+  template <typename Visit>
+  __device__ __forceinline__ void operator()(Visit&& visit) const {
+    for (unsigned i = threadIdx.x; i < count; i += kFusedThreads) visit(keys[i]);
+  }
+};
+
 /// What phases A and B leave: the run's (m, d), the same in every thread, and every key of the
 /// run >= tau in shared memory (the run's top-K among them) unless the list overflowed.
 struct FusedCandidates {
@@ -101,10 +113,10 @@ struct FusedCandidates {
   unsigned count;
 
   /// The histogram beside the keys in candidate_storage, cleared (after a barrier), or null
-  /// when there are no keys or they leave it no room (more than 6,134 of them). Called by all
-  /// kFusedThreads threads.
+  /// when the keys leave it no room (more than 6,134 of them). Only for a run whose list did not
+  /// overflow. Called by all kFusedThreads threads.
   __device__ __forceinline__ CandidateHistogram* clear_histogram_beside(void* candidate_storage) const {
-    if (keys == nullptr || count * sizeof(TopkKey) > kCandidateHistogramOffset) return nullptr;
+    if (count * sizeof(TopkKey) > kCandidateHistogramOffset) return nullptr;
     auto* histogram =
         reinterpret_cast<CandidateHistogram*>(static_cast<char*>(candidate_storage) + kCandidateHistogramOffset);
     histogram->clear();
@@ -113,14 +125,12 @@ struct FusedCandidates {
   }
 
   /// Calls f(source) with a key source holding the run's top-K (an argument for
-  /// block_topk_sorted and the like): the listed keys, or the run itself, re-read (mostly from
-  /// L2) when the list overflowed. Called by all kFusedThreads threads.
+  /// block_topk_sorted and the like): the listed keys (CandidateKeys), or the run itself,
+  /// re-read (mostly from L2) when the list overflowed. Called by all kFusedThreads threads.
   template <typename T, typename F>
   __device__ __forceinline__ auto with_key_source(const RowSegment<T>& run, F&& f) const {
     if (keys == nullptr) return f(RowKeys<kFusedThreads, T>{run});
-    return f([*this](auto&& visit) {
-      for (unsigned i = threadIdx.x; i < count; i += kFusedThreads) visit(keys[i]);
-    });
+    return f(CandidateKeys{keys, count});
   }
 };
 

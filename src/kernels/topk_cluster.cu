@@ -406,8 +406,9 @@ int resident_clusters(int ctas) {
 
 /// What the current device holds: the largest cluster (16 CTAs where it can be resident, else 8;
 /// 0 where the device or the loaded image has no clusters, before sm_90) and how many clusters
-/// of each size up to it are resident at once (an H200: 7 of 10 to 16 CTAs, 9 of 9, 15 of 8).
-/// Asked once per device.
+/// of each size from 8 up are resident at once (an H200: 7 of 10 to 16 CTAs, 9 of 9, 15 of 8).
+/// Every cluster kernel holds one CTA an SM (512 threads x up to 128 registers), so the largest
+/// answers for all. Asked once per device.
 struct ClusterLimits {
   int max_ctas;
   std::array<int, kLargeCluster + 1> resident;  ///< by CTAs a cluster
@@ -420,8 +421,8 @@ const ClusterLimits& cluster_limits(const DeviceInfo& device) {
     for_each_cluster_kernel([](auto* kernel) {
       SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     });
-    ClusterLimits limits{};
-    for (int ctas = 1; ctas <= kLargeCluster; ++ctas) limits.resident[ctas] = resident_clusters(ctas);
+    ClusterLimits limits{};  // sizes below kPortableCluster are never asked about
+    for (int ctas = kPortableCluster; ctas <= kLargeCluster; ++ctas) limits.resident[ctas] = resident_clusters(ctas);
     limits.max_ctas = limits.resident[kLargeCluster] > 0 ? kLargeCluster
                       : limits.resident[kPortableCluster] > 0 ? kPortableCluster
                                                               : 0;
@@ -459,7 +460,9 @@ ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32
     return widest;
   const ClusterTopkPlan narrow = plan_over(vocab, dtype, kPortableCluster);
   const int64_t elements_per_thread = int64_t{narrow.held_vectors} * 16 / static_cast<int64_t>(dtype_size(dtype));
-  return narrow.held_vectors != 0 && elements_per_thread <= kNarrowElementsPerThread ? narrow : widest;
+  const bool more_resident = limits.resident[kPortableCluster] > limits.resident[widest.ctas];
+  return more_resident && narrow.held_vectors != 0 && elements_per_thread <= kNarrowElementsPerThread ? narrow
+                                                                                                       : widest;
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // Fused softmax + top-k, a block per row: the fused core over the whole row (one read of it from
 // DRAM; see block_fused_topk.cuh), the exact top-K of its candidates selected and sorted, then
 // written with exp(x - m) / d. No workspace, no second launch.
+#include <type_traits>
+
 #include "cuda_check.hpp"
 #include "kernels/block_fused_topk.cuh"
 #include "kernels/grid_dependency.cuh"
@@ -40,7 +42,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2) topk_fused_kernel(TopkProble
     return;
   }
   const TopkKey* sorted = found.with_key_source(row_run, [&](const auto& keys) {
-    if constexpr (kSelectsByBin<LA>) {
+    if constexpr (kSelectsByBin<LA> && std::is_same_v<std::decay_t<decltype(keys)>, CandidateKeys>) {
       CandidateHistogram* histogram = found.clear_histogram_beside(candidate_storage);  // block-uniform
       if (histogram != nullptr) {
         keys([&](TopkKey key) { histogram->add(key); });

@@ -284,35 +284,40 @@ TEST_P(TopkDeterminism, SameInputTwiceIsBitwiseIdentical) {
 }
 
 // Indices are exact, so they match for every implementation. Probabilities: a forced algorithm
-// must give the row the same bits alone and in a batch; `automatic` may pick another algorithm
-// for another row count (topk.hpp: split-k for one row, fused for 64), so its probabilities must
+// must give the row the same bits alone and in a batch; `automatic` may pick another algorithm,
+// or cut a row into fewer parts, for another row count (topk.hpp: split-k for one row, fused for
+// 64; 8-CTA clusters for 16 rows of 128256 where one row takes 16), so its probabilities must
 // agree to the f32 tolerance, and its indices still exactly.
 TEST_P(TopkDeterminism, RowIndependentOfBatch) {
   const auto [impl, k] = GetParam();
-  const int64_t V = 151936;
-  const auto [alone, batch] = alone_and_in_batch(DType::f32, V);
-  const DeviceLogits d1 = to_device(alone, stream());
-  const DeviceLogits d64 = to_device(batch, stream());
-  TopkCall call;
-  call.impl = impl;
-  call.k = k;
-  const TopkRun one = run_topk(d1.view, call, stream());
-  const TopkRun many = run_topk(d64.view, call, stream());
-  if (one.refused || many.refused) {
-    ASSERT_TRUE(must_refuse(impl, k) && one.refused && many.refused) << one.error << many.error;
-    GTEST_SKIP() << one.error;
+  struct Batch { int64_t V, rows, target_row; };
+  for (const Batch b : {Batch{151936, kBatch, kTargetRow}, Batch{128256, 16, 9}}) {
+    SCOPED_TRACE("V=" + std::to_string(b.V) + ", row " + std::to_string(b.target_row) + " of " + std::to_string(b.rows));
+    const auto [alone, batch] = alone_and_in_batch(DType::f32, b.V, b.rows, b.target_row);
+    const DeviceLogits d1 = to_device(alone, stream());
+    const DeviceLogits dn = to_device(batch, stream());
+    TopkCall call;
+    call.impl = impl;
+    call.k = k;
+    const TopkRun one = run_topk(d1.view, call, stream());
+    const TopkRun many = run_topk(dn.view, call, stream());
+    if (one.refused || many.refused) {
+      ASSERT_TRUE(must_refuse(impl, k) && one.refused && many.refused) << one.error << many.error;
+      GTEST_SKIP() << one.error;
+    }
+    const std::size_t at = static_cast<std::size_t>(b.target_row * k);
+    EXPECT_TRUE(std::equal(one.indices.begin(), one.indices.end(), many.indices.begin() + at));
+    if (impl == TopkImpl::automatic) {
+      const Tolerance tol = prob_tolerance(DType::f32);
+      for (int32_t j = 0; j < k; ++j)
+        EXPECT_TRUE(within(many.probs[at + j], one.probs[static_cast<std::size_t>(j)], tol))
+            << "slot " << j << ": alone " << one.probs[static_cast<std::size_t>(j)] << ", in batch "
+            << many.probs[at + j];
+      continue;
+    }
+    EXPECT_TRUE(bitwise_equal(one.probs.data(), many.probs.data() + at, static_cast<std::size_t>(k) * 4,
+                              "row alone vs in the batch"));
   }
-  EXPECT_TRUE(std::equal(one.indices.begin(), one.indices.end(), many.indices.begin() + kTargetRow * k));
-  if (impl == TopkImpl::automatic) {
-    const Tolerance tol = prob_tolerance(DType::f32);
-    for (int32_t j = 0; j < k; ++j)
-      EXPECT_TRUE(within(many.probs[static_cast<std::size_t>(kTargetRow * k + j)], one.probs[static_cast<std::size_t>(j)], tol))
-          << "slot " << j << ": alone " << one.probs[static_cast<std::size_t>(j)] << ", in batch "
-          << many.probs[static_cast<std::size_t>(kTargetRow * k + j)];
-    return;
-  }
-  EXPECT_TRUE(bitwise_equal(one.probs.data(), many.probs.data() + kTargetRow * k, static_cast<std::size_t>(k) * 4,
-                            "row alone vs row 40 of 64"));
 }
 
 INSTANTIATE_TEST_SUITE_P(All, TopkDeterminism,
