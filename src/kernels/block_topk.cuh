@@ -48,15 +48,45 @@ struct RowKeys {
   }
 };
 
+/// One bitonic merge step of every stride from 16 down to 1 (or from first_stride down), in
+/// registers: a lane holds the keys at positions p (a) and p + 32 (b) of its warp's 64, whose
+/// runs are sorted descending or ascending as a_descending / b_descending say. Unrolled with
+/// constant strides: a runtime stride loop measured ~2x slower for the same shuffles.
+__device__ __forceinline__ void warp_bitonic_steps(TopkKey& a, TopkKey& b, unsigned lane, bool a_descending,
+                                                   bool b_descending, unsigned first_stride = 16) {
+#pragma unroll
+  for (unsigned stride = 16; stride > 0; stride /= 2) {
+    if (stride > first_stride) continue;
+    const TopkKey a_partner = __shfl_xor_sync(0xffffffffu, a, stride);
+    const TopkKey b_partner = __shfl_xor_sync(0xffffffffu, b, stride);
+    // The lower position of a pair keeps the larger key in a descending run.
+    const bool lower = (lane & stride) == 0;
+    a = (lower == a_descending) ? max(a, a_partner) : min(a, a_partner);
+    b = (lower == b_descending) ? max(b, b_partner) : min(b, b_partner);
+  }
+}
+
+/// The stride-32 step and then strides 16..1 of a bitonic merge whose run holding the lane's
+/// keys is sorted descending or ascending.
+__device__ __forceinline__ void warp_bitonic_merge(TopkKey& a, TopkKey& b, unsigned lane, bool descending) {
+  if ((a < b) == descending) {  // stride 32: positions p and p + 32 are a lane's own two keys
+    const TopkKey t = a;
+    a = b;
+    b = t;
+  }
+  warp_bitonic_steps(a, b, lane, descending, descending);
+}
+
 /// Sorts keys[0, n) descending in place; n is a power of two, 64 <= n <= 2 x kThreads. Keys are
 /// unique, so the network's result is the one order there is.
 ///
 /// A bitonic network whose stages of stride < 64 stay inside a warp: warp w holds keys
 /// [64w, 64w + 64) in two registers a lane (positions p and p + 32), so stride 32 is a swap
 /// within a lane and strides 16..1 are shuffles; only the stages of stride >= 64 go through
-/// shared memory, each behind a barrier. For n = 1024 that is 15 barriers instead of 55, and
-/// the 45 in-warp stages cost a few shuffles each: ~14,000 cycles for K = 1024 on an H200,
-/// against ~23,500 for the network run entirely through shared memory.
+/// shared memory, each behind a barrier. For n = 1024 that is 15 barriers instead of 55.
+/// (H200, 264 blocks of 512 threads sorting at once, mean cycles a block: n = 1024 ~16,800,
+/// 512 ~8,800, 256 ~5,000; ~20,000 / 11,000 / 6,400 with the in-warp steps in runtime loops,
+/// ~23,500 at n = 1024 with every stage through shared memory.)
 template <int kThreads>
 __device__ void block_bitonic_sort_descending(TopkKey* keys, unsigned n) {
   static_assert(kThreads % 32 == 0, "whole warps");
@@ -67,45 +97,37 @@ __device__ void block_bitonic_sort_descending(TopkKey* keys, unsigned n) {
   const unsigned pb = pa + 32;
   TopkKey a = holds ? keys[pa] : kEmptyKey;
   TopkKey b = holds ? keys[pb] : kEmptyKey;
-  for (unsigned size = 2; size <= n; size *= 2) {
-    if (size > 64) {  // strides size/2 .. 64 cross warps
-      if (holds) {
-        keys[pa] = a;
-        keys[pb] = b;
+  if (holds) {
+    // Runs of 2..32 inside the warp, alternating in direction; then the warp's 64 descending
+    // where they are the whole list, else in the direction of the run of 128 that holds them.
+#pragma unroll
+    for (unsigned size = 2; size <= 32; size *= 2)
+      warp_bitonic_steps(a, b, lane, (pa & size) == 0, (pb & size) == 0, size / 2);
+    warp_bitonic_merge(a, b, lane, n == 64 || (pa & 64) == 0);
+  }
+  for (unsigned size = 128; size <= n; size *= 2) {  // strides size/2 .. 64 cross warps
+    if (holds) {
+      keys[pa] = a;
+      keys[pb] = b;
+    }
+    __syncthreads();
+    for (unsigned stride = size / 2; stride >= 64; stride /= 2) {
+      for (unsigned i = threadIdx.x; i < n / 2; i += kThreads) {
+        const unsigned lo = 2 * i - (i & (stride - 1));
+        const unsigned hi = lo + stride;
+        const bool descending = (lo & size) == 0;  // direction of the bitonic run holding lo
+        const TopkKey x = keys[lo], y = keys[hi];
+        if ((x < y) == descending) {
+          keys[lo] = y;
+          keys[hi] = x;
+        }
       }
       __syncthreads();
-      for (unsigned stride = size / 2; stride >= 64; stride /= 2) {
-        for (unsigned i = threadIdx.x; i < n / 2; i += kThreads) {
-          const unsigned lo = 2 * i - (i & (stride - 1));
-          const unsigned hi = lo + stride;
-          const bool descending = (lo & size) == 0;  // direction of the bitonic run holding lo
-          const TopkKey x = keys[lo], y = keys[hi];
-          if ((x < y) == descending) {
-            keys[lo] = y;
-            keys[hi] = x;
-          }
-        }
-        __syncthreads();
-      }
-      if (holds) {
-        a = keys[pa];
-        b = keys[pb];
-      }
     }
-    if (!holds) continue;
-    // Stride 32: positions p and p + 32 are a lane's own two keys.
-    if (size >= 64 && ((a < b) == ((pa & size) == 0))) {
-      const TopkKey t = a;
-      a = b;
-      b = t;
-    }
-    for (unsigned stride = min(size / 2, 16u); stride > 0; stride /= 2) {
-      const TopkKey a_partner = __shfl_xor_sync(0xffffffffu, a, stride);
-      const TopkKey b_partner = __shfl_xor_sync(0xffffffffu, b, stride);
-      // The lower position of a pair keeps the larger key in a descending run.
-      const bool lower = (lane & stride) == 0;
-      a = (lower == ((pa & size) == 0)) ? max(a, a_partner) : min(a, a_partner);
-      b = (lower == ((pb & size) == 0)) ? max(b, b_partner) : min(b, b_partner);
+    if (holds) {
+      a = keys[pa];
+      b = keys[pb];
+      warp_bitonic_merge(a, b, lane, (pa & size) == 0);
     }
   }
   if (holds) {
