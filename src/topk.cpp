@@ -78,9 +78,9 @@ void topk(const LogitsView& logits, int32_t k, float* probs, int32_t* indices, c
     case TopkAlgorithm::fused: kernels::launch_topk_fused(problem, launch); break;
     case TopkAlgorithm::split_k: {
       // Forced split-k keeps a row's bits the same in every batch; `automatic` may size its
-      // clusters by the batch too (topk.hpp).
-      const auto sizing = options.algorithm == TopkAlgorithm::automatic ? kernels::ClusterSizing::per_batch
-                                                                         : kernels::ClusterSizing::per_row;
+      // clusters and chunks by the batch too (topk.hpp).
+      const auto sizing = options.algorithm == TopkAlgorithm::automatic ? kernels::SplitSizing::per_batch
+                                                                         : kernels::SplitSizing::per_row;
       kernels::launch_topk_split_k(problem, current_device_info(), workspace, launch, sizing);
       break;
     }

@@ -451,12 +451,12 @@ ClusterTopkPlan plan_over(int64_t vocab, DType dtype, int max_ctas) {
 /// once take 8-CTA clusters (twice as many resident on an H200) where a thread then holds at most
 /// kNarrowElementsPerThread elements: one wave instead of two or more.
 ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
-                                 ClusterSizing sizing) {
+                                 SplitSizing sizing) {
   if (k > kMaxClusterK) return {0, 0, 0};
   const ClusterLimits& limits = cluster_limits(device);
   if (limits.max_ctas == 0) return {0, 0, 0};
   const ClusterTopkPlan widest = plan_over(vocab, dtype, limits.max_ctas);
-  if (sizing == ClusterSizing::per_row || widest.ctas <= kPortableCluster || rows <= limits.resident[widest.ctas])
+  if (sizing == SplitSizing::per_row || widest.ctas <= kPortableCluster || rows <= limits.resident[widest.ctas])
     return widest;
   const ClusterTopkPlan narrow = plan_over(vocab, dtype, kPortableCluster);
   const int64_t elements_per_thread = int64_t{narrow.held_vectors} * 16 / static_cast<int64_t>(dtype_size(dtype));
@@ -469,11 +469,11 @@ ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32
 
 bool topk_cluster_fits(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
   // A narrower plan is only ever taken where the widest one fits.
-  return cluster_plan_for(1, vocab, dtype, k, device, ClusterSizing::per_row).ctas != 0;
+  return cluster_plan_for(1, vocab, dtype, k, device, SplitSizing::per_row).ctas != 0;
 }
 
 void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,
-                         ClusterSizing sizing) {
+                         SplitSizing sizing) {
   const ClusterTopkPlan plan = cluster_plan_for(problem.rows, problem.vocab, problem.dtype, problem.k, device, sizing);
   KernelLaunch cluster = cluster_launch(plan.ctas, problem.rows, launch.stream);
   cluster.programmatic(launch.programmatic);

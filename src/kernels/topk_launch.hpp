@@ -29,10 +29,11 @@ struct TopkProblem {
 /// Fused block-per-row top-k, k <= kMaxFastTopK. No workspace.
 void launch_topk_fused(const TopkProblem& problem, const LaunchContext& launch);
 
-/// How split-k's one-cluster form sizes a row's cluster.
-enum class ClusterSizing {
+/// How split-k cuts a row into parts (the CTAs of its cluster, or its chunks).
+enum class SplitSizing {
   per_row,    ///< from V, K, the dtype and the device only: a row gets the same bits in any batch
-  per_batch,  ///< also from the row count: rows past what the widest clusters hold at once may take narrower ones
+  per_batch,  ///< also from the row count: a row of a larger batch may take fewer parts (narrower
+              ///< clusters, or longer chunks), so the batch fills about one wave
 };
 
 /// Split-k top-k, k <= kMaxFastTopK. A row that fits one thread-block cluster (topk_cluster_fits)
@@ -40,13 +41,13 @@ enum class ClusterSizing {
 /// merge kernel, with the workspace from the size query (topk_split_k.cu).
 std::size_t topk_split_k_workspace_size(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device);
 void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, void* workspace,
-                         const LaunchContext& launch, ClusterSizing sizing);
+                         const LaunchContext& launch, SplitSizing sizing);
 
 /// Whether split-k runs as one cluster a row (topk_cluster.cu): the row fits a cluster's
 /// registers on this device (sm_90+), and K <= 256, where that form measured faster.
 bool topk_cluster_fits(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device);
 void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,
-                         ClusterSizing sizing);
+                         SplitSizing sizing);
 
 /// Any k: radix select + gather into the workspace, CUB segmented sort, decode.
 std::size_t topk_radix_workspace_size(int64_t rows, int32_t k);

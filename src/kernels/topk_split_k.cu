@@ -15,8 +15,12 @@
 //            holds it, as each list holds its chunk's): up to K = 256 a histogram of the
 //            listed keys gives the bin of the K-th largest and the keys at or above it are
 //            gathered and sorted; past it, a radix select over the lists.
-// The kernel boundary is the grid-wide barrier between the two; the chunking depends on V, K
-// and the SM count only, so a row gets the same bits whatever batch it sits in.
+// The kernel boundary is the grid-wide barrier between the two. Forced split-k chunks a row by
+// V, K and the SM count only, so a row gets the same bits whatever batch it sits in; under
+// `automatic` (SplitSizing::per_batch) the rows of a batch share one wave of chunk blocks, as
+// longer chunks: a chunk's fixed phases (seed select, reduce, select) are paid once a row per SM
+// instead of once a wave, and several waves of them no longer queue (8 x 4M f32, K = 50: 95 ->
+// 53 us, H200).
 //
 // The merge is a programmatic dependent launch where the GPU has it (sm_90): the chunk kernel
 // lets it launch at once, and its block waits in griddepcontrol.wait until every chunk has
@@ -32,6 +36,7 @@
 // one grid.sync costs ~1.1 us on an H200: measured, 132 x 512 threads.) The single launch that
 // did win is the cluster form, whose barrier and merge stay inside one GPC.
 #include <algorithm>
+#include <stdexcept>
 
 #include "cuda_check.hpp"
 #include "kernels/block_bin_threshold.cuh"
@@ -77,10 +82,14 @@ struct SplitTopkPlan {
   int64_t list_capacity;   ///< keys per chunk list, kEmptyKey padded
 };
 
-SplitTopkPlan plan_for(int64_t vocab, int32_t k, int sm_count) {
-  // About two chunks per SM for one row, none shorter than kMinChunkElements, and no more
-  // chunks than the merge takes quickly (chunks x K candidates) unless the row needs them.
-  const int64_t target = std::max<int64_t>(kMinChunkElements, (vocab + 2 * sm_count - 1) / (2 * sm_count));
+/// The chunking of a row that shares the GPU with batch_rows - 1 others (1 under per-row sizing):
+/// about two chunk blocks an SM for the batch, none shorter than kMinChunkElements, and no more
+/// chunks than the merge takes quickly (chunks x K candidates) unless the row needs them. More
+/// rows only ever give fewer and longer chunks, whose lists are no longer (a binned chunk's list
+/// holds K + max(K/2, 64) slots, a fused one's K), so the workspace for one row serves any batch.
+SplitTopkPlan plan_for(int64_t vocab, int32_t k, int sm_count, int64_t batch_rows) {
+  const int64_t blocks_per_row = std::max<int64_t>(1, 2 * sm_count / batch_rows);
+  const int64_t target = std::max<int64_t>(kMinChunkElements, (vocab + blocks_per_row - 1) / blocks_per_row);
   const int64_t merge_friendly = std::max<int64_t>(1, kMergeFriendlyCandidates / k);
   const int64_t streaming = (vocab + kMaxChunkElements - 1) / kMaxChunkElements;
   const int64_t chunk_cap = std::min(std::max(merge_friendly, streaming), std::max<int64_t>(1, kMaxMergeCandidates / k));
@@ -271,17 +280,20 @@ __global__ void __launch_bounds__(kFusedThreads)
 
 std::size_t topk_split_k_workspace_size(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
   if (topk_cluster_fits(vocab, dtype, k, device)) return 0;
-  return carve(rows, plan_for(vocab, k, device.sm_count), nullptr).bytes;
+  return carve(rows, plan_for(vocab, k, device.sm_count, 1), nullptr).bytes;
 }
 
 void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, void* workspace,
-                         const LaunchContext& launch, ClusterSizing sizing) {
+                         const LaunchContext& launch, SplitSizing sizing) {
   if (topk_cluster_fits(problem.vocab, problem.dtype, problem.k, device)) {
     launch_topk_cluster(problem, device, launch, sizing);
     return;
   }
-  const SplitTopkPlan plan = plan_for(problem.vocab, problem.k, device.sm_count);
+  const SplitTopkPlan plan =
+      plan_for(problem.vocab, problem.k, device.sm_count, sizing == SplitSizing::per_batch ? problem.rows : 1);
   const SplitTopkWorkspace w = carve(problem.rows, plan, workspace);
+  if (w.bytes > carve(problem.rows, plan_for(problem.vocab, problem.k, device.sm_count, 1), nullptr).bytes)
+    throw std::logic_error("softk: split-k's batch plan outgrew the workspace sized for one row");
   const dim3 grid(static_cast<unsigned>(plan.chunks), static_cast<unsigned>(problem.rows));
   // The chunk kernel launches the ordinary way even when the caller asks for programmatic
   // launches: that measured 2-4% slower at K = 1024 on 8 rows (H200; bench/RESULTS.md), where

@@ -1,5 +1,5 @@
 // Split-k top-k (issue 4): the fused issue's matrix and exactness bar for few, long rows:
-// rows {1, 2, 3, 7} (8, 9 and 16 in Batch), V up to 2^26. Every case runs twice, forced split_k and auto (which should
+// rows {1, 2, 3, 7} (4 to 16 in Batch), V up to 2^26. Every case runs twice, forced split_k and auto (which should
 // reach split-k for few long rows), through check_case (common/topk_check.hpp): indices EXACTLY
 // the CPU oracle's (softk::cpu::topk), probabilities within compare.hpp's fp32 tolerance,
 // row_status, output guards and the oracle-free properties (order, ties, completeness).
@@ -8,10 +8,11 @@
 //   Dtypes/TopkSplitK    f16 / bf16 on a subset (quantisation makes ties common)
 //   Inputs/TopkSplitK    every distribution at a mid V and at V = 2^20+3; strided / misaligned
 //                        layouts with log-probs; temperature
-//   Batch/TopkSplitK     rows 8, 9, 16 at V <= 131072, where auto may take narrower clusters
+//   Batch/TopkSplitK     rows 8, 9, 16 at V <= 131072, where auto may take narrower clusters, and
+//                        rows 4-16 at V = 2^20+3 (one 2^22+3), where it takes longer chunks
 //   Huge/TopkSplitK      V = 2^24+3 on the inputs that stress the merge, and V = 2^26 (K = 50,
 //                        f32 llm_like and bf16 normal)
-//   Sanitize/TopkSplitK  fourteen small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
+//   Sanitize/TopkSplitK  fifteen small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
 //                        through both forms (one cluster a row, two launches)
 // plus TopkSplitKWorkspace (too-small / null workspace) and TopkSplitKDispatch (auto keeps room
 // for split-k when a single row is long). '--gtest_filter=*SplitK*' selects all of it.
@@ -167,13 +168,23 @@ std::vector<TopkCase> input_cases() {
   return finish(out, true);
 }
 
-// Batches past what the widest clusters hold at once (7 of 16 CTAs on an H200), where `automatic`
-// may cut a row into fewer CTAs than forced split_k (topk_cluster.cu, cluster_plan_for): rows 8
-// and 16, V from 9 to 16 CTAs of 8192 tokens (an H200 holds 9 clusters of 9, so 8 rows of 73000
-// keep the widest plan and 16 do not), every distribution at one shape. Forced split_k runs
-// beside it as always. Which plan ran is not observable here; bench/RESULTS.md shows the times.
+// Batches where `automatic` cuts a row into fewer parts than forced split_k. Past what the widest
+// clusters hold at once (7 of 16 CTAs on an H200) it may take narrower clusters
+// (topk_cluster.cu, cluster_plan_for): rows 8 and 16, V from 9 to 16 CTAs of 8192 tokens (an H200
+// holds 9 clusters of 9, so 8 rows of 73000 keep the widest plan and 16 do not), every
+// distribution at one shape. Rows past the cluster form take fewer, longer chunks as the batch
+// grows (topk_split_k.cu, plan_for): 2^20+3 tokens at 4, 8 and 16 rows, where forced split_k
+// lists 163 binned chunks a row at K = 50 and auto 66 / 33 / 16 fused ones, with ties, a NaN row
+// and bf16 beside LLM-like logits, and 4 rows of 2^22+3. Forced split_k runs beside it as always.
+// Which plan ran is not observable here; bench/RESULTS.md shows the times.
 std::vector<TopkCase> batch_cases() {
   std::vector<TopkCase> out;
+  for (int64_t rows : {4, 8, 16})
+    for (int32_t k : {1, 50, 256, 1024}) add(out, DType::f32, kV1M, rows, k, Dist::llm_like);
+  add(out, DType::f32, kV1M, 8, 50, Dist::constant);
+  add(out, DType::f32, kV1M, 8, 16, Dist::nan_row);
+  add(out, DType::bf16, kV1M, 8, 50, Dist::normal);
+  add(out, DType::f32, (int64_t{1} << 22) + 3, 4, 50, Dist::llm_like);
   for (int64_t V : {73000, 128256, 131072})
     for (int64_t rows : {8, 16})
       for (int32_t k : {1, 50, 256}) add(out, DType::f32, V, rows, k, Dist::llm_like);
@@ -209,7 +220,8 @@ std::vector<TopkCase> huge_cases() {
 // split-k. Two-launch (V past a cluster's registers, or K > 256): a NaN row on a misaligned base;
 // ties over many chunks (K = 1024, and K = 50 at 300000, where every binned chunk's threshold
 // bin overflows its list and the merge's bin overflows its gather: both exact fallbacks); +inf
-// across chunks; a misaligned 2^20+3 row through both split_k and auto; 32K-token chunks of the
+// across chunks; a misaligned 2^20+3 row through both split_k and auto, and 4 such rows through
+// auto (the batch's longer chunks run the fused core where one row's are binned); 32K-token chunks of the
 // fused core at K = 256, selecting from their candidates (LLM-like) or, the candidate lists
 // overflowing, from the chunk itself (constant). One cluster a row
 // (topk_cluster.cu): a masked row and a constant row (the select goes down to the index bits,
@@ -226,6 +238,7 @@ std::vector<TopkCase> sanitize_cases() {
   one(TopkImpl::split_k, DType::bf16, kV1M, 2, 1024, Dist::pm_inf, {});
   one(TopkImpl::split_k, DType::f32, kV1M, 1, 50, Dist::llm_like, Layout{0, 1});
   one(TopkImpl::automatic, DType::f32, kV1M, 1, 50, Dist::llm_like, Layout{0, 1});
+  one(TopkImpl::automatic, DType::f32, kV1M, 4, 50, Dist::llm_like, {});
   one(TopkImpl::split_k, DType::bf16, 33000, 2, 1, Dist::masked_rows, {});
   one(TopkImpl::split_k, DType::f32, 33000, 2, 50, Dist::constant, {});
   one(TopkImpl::split_k, DType::f32, 4097, 3, 16, Dist::nan_row, Layout{0, 1});
