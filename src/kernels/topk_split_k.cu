@@ -146,7 +146,8 @@ struct ChunkSlot {
 };
 
 /// Lists a chunk's exact top-K, unsorted: the merge needs no order, and the sort of the winners
-/// was most of a chunk's fixed cost at K = 1024 (~14,000 cycles). Returns the keys written.
+/// was most of a chunk's fixed cost at K = 1024 (~14,000 cycles then; block_topk.cuh has the
+/// sort's cost now). Returns the keys written.
 template <int kValueBits, typename T, typename Keys>
 __device__ unsigned list_exact_top_k(const ChunkSlot<T>& at, const Keys& keys, BlockTopkStorage& storage) {
   const TopkKey* winners = block_topk_unsorted<kFusedThreads, kValueBits>(at.k, keys, storage);

@@ -332,7 +332,8 @@ INSTANTIATE_TEST_SUITE_P(All, TopkDeterminism,
 // ---------------------------------------------------------------------------------------------
 // Determinism of split-k on long rows, where a row is cut into many chunks: the merge must not
 // depend on which chunk finishes first or last (a single-launch merge by the last CTA to arrive
-// is the classic way to lose that), nor the chunking on the batch. The input for repeated runs
+// is the classic way to lose that), nor, for forced split_k, the chunking on the batch
+// (`automatic` chunks by the batch, within tolerance). The input for repeated runs
 // is bf16 N(0, 3^2): after quantisation thousands of tokens tie, in every chunk.
 
 constexpr int64_t kLongV = (int64_t{1} << 22) + 5;

@@ -175,8 +175,11 @@ std::vector<TopkCase> input_cases() {
 // distribution at one shape. Rows past the cluster form take fewer, longer chunks as the batch
 // grows (topk_split_k.cu, plan_for): 2^20+3 tokens at 4, 8 and 16 rows, where forced split_k
 // lists 163 binned chunks a row at K = 50 and auto 66 / 33 / 16 fused ones, with ties, a NaN row
-// and bf16 beside LLM-like logits, and 4 rows of 2^22+3. Forced split_k runs beside it as always.
-// Which plan ran is not observable here; bench/RESULTS.md shows the times.
+// and bf16 beside LLM-like logits, and 4 rows of 2^22+3. Past K = 256 (the merge's radix select)
+// the batch plan differs only for more rows: 17 and 24 rows of 500000 at K = 512 take 15 and 11
+// fused chunks where one row takes 16 binned ones. (Counts for 132 SMs; another device gets other
+// plans, all exact.) Forced split_k runs beside it as always. Which plan ran is not observable
+// here; bench/RESULTS.md shows the times.
 std::vector<TopkCase> batch_cases() {
   std::vector<TopkCase> out;
   for (int64_t rows : {4, 8, 16})
@@ -185,6 +188,7 @@ std::vector<TopkCase> batch_cases() {
   add(out, DType::f32, kV1M, 8, 16, Dist::nan_row);
   add(out, DType::bf16, kV1M, 8, 50, Dist::normal);
   add(out, DType::f32, (int64_t{1} << 22) + 3, 4, 50, Dist::llm_like);
+  for (int64_t rows : {17, 24}) add(out, DType::f32, 500000, rows, 512, Dist::llm_like);
   for (int64_t V : {73000, 128256, 131072})
     for (int64_t rows : {8, 16})
       for (int32_t k : {1, 50, 256}) add(out, DType::f32, V, rows, k, Dist::llm_like);
@@ -220,8 +224,9 @@ std::vector<TopkCase> huge_cases() {
 // split-k. Two-launch (V past a cluster's registers, or K > 256): a NaN row on a misaligned base;
 // ties over many chunks (K = 1024, and K = 50 at 300000, where every binned chunk's threshold
 // bin overflows its list and the merge's bin overflows its gather: both exact fallbacks); +inf
-// across chunks; a misaligned 2^20+3 row through both split_k and auto, and 4 such rows through
-// auto (the batch's longer chunks run the fused core where one row's are binned); 32K-token chunks of the
+// across chunks; a misaligned 2^20+3 row through both split_k and auto, and 4 aligned rows of
+// 2^20+3 through auto (the batch's longer chunks run the fused core where one row's are binned);
+// 32K-token chunks of the
 // fused core at K = 256, selecting from their candidates (LLM-like) or, the candidate lists
 // overflowing, from the chunk itself (constant). One cluster a row
 // (topk_cluster.cu): a masked row and a constant row (the select goes down to the index bits,
