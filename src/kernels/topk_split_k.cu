@@ -66,8 +66,8 @@ constexpr int64_t kMaxMergeCandidates = 32768;
 constexpr int64_t kMaxBinnedChunkElements = 8192;
 /// ...except at large K, where the fused core's selects cost more (K = 1024, f32: 1 x 128256,
 /// 16K-element chunks, 35.5 us binned vs 43.3 fused; 1 x 256000, 32K-element chunks, 34.1 vs
-/// 52.7). Measured while fused chunks still sorted their K winners (before 793e5c3 dropped the
-/// sort), so the crossover may now lie at shorter chunks; not re-measured.
+/// 52.7). Re-measured after fused chunks stopped sorting (793e5c3): binned only up to 16K or 8K
+/// elements was 0.73-1.01x as fast, up to 128K 0.33-0.45x (H200, bench/RESULTS.md).
 constexpr int64_t kMaxBinnedLargeKChunkElements = 32768;
 /// Large K, for the two choices above and below. Up to it, the merge finds the row's winners by
 /// histogram: the keys at or above the threshold bin (K plus part of a bin) then fit the
