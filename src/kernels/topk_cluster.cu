@@ -18,8 +18,9 @@
 //  4. Cluster barrier: every CTA sends its keys at or above the threshold (K plus part of a bin)
 //     to the leader. A third barrier, and the leader sorts them and writes the row.
 // Three cluster barriers (two more a further level) and no workspace: nothing to zero, nothing
-// to launch in between. Each
-// DSMEM round trip is ~200 ns, so every remote read a step needs is issued before any is used.
+// to launch in between. Each DSMEM round trip is ~200 ns, so every remote read a step needs is
+// issued before any is used. K = 1 (greedy decoding) needs no threshold and takes a kernel of
+// its own: step 1 without the counts, then the leader merges every warp's largest key and (m, d).
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -166,17 +167,17 @@ __device__ __forceinline__ unsigned cluster_count(const cg::cluster_group& clust
   return sum;
 }
 
-/// Fetches a value of every warp state of the cluster into one warp of the leader: lane l gets
-/// slots [kPerLane l, kPerLane (l + 1)) of the (rank, warp) order, `none` past the last CTA.
-/// Independent loads: one remote round trip for all.
-template <int kPerLane, typename T, typename Get>
-__device__ __forceinline__ void gather_per_warp(const cg::cluster_group& cluster, ClusterShared& s, T (&out)[kPerLane],
-                                                Get get, T none) {
+/// Fetches every warp's value of a per-warp array (`per_warp`, kWarps long in every CTA's shared
+/// memory) into one warp of the leader: lane l gets slots [kPerLane l, kPerLane (l + 1)) of the
+/// (rank, warp) order, `none` past the last CTA. Independent loads: one remote round trip for all.
+template <int kPerLane, typename T>
+__device__ __forceinline__ void gather_per_warp(const cg::cluster_group& cluster, T* per_warp, T (&out)[kPerLane],
+                                                T none) {
   const unsigned slots = cluster.num_blocks() * kWarps;
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     const unsigned slot = (threadIdx.x % 32) * kPerLane + i;
-    out[i] = slot < slots ? get(*cluster.map_shared_rank(&s.warp_states[slot % kWarps], slot / kWarps)) : none;
+    out[i] = slot < slots ? *cluster.map_shared_rank(&per_warp[slot % kWarps], slot / kWarps) : none;
   }
 }
 constexpr int kStatesPerLane = kLargeCluster * kWarps / 32;
@@ -186,9 +187,9 @@ constexpr int kStatesPerLane = kLargeCluster * kWarps / 32;
 /// leader's longest dependency chain: the maximum first, then every state rescaled to it at
 /// once, summed in a fixed order (each lane its slots in order, then a butterfly, whose two
 /// partners add the same two numbers), so the bits never depend on scheduling.
-__device__ SoftmaxState merge_row_state(const cg::cluster_group& cluster, ClusterShared& s, float k_exp) {
+__device__ SoftmaxState merge_row_state(const cg::cluster_group& cluster, SoftmaxState* warp_states, float k_exp) {
   SoftmaxState states[kStatesPerLane];
-  gather_per_warp(cluster, s, states, [](const SoftmaxState& x) { return x; }, empty_state());
+  gather_per_warp(cluster, warp_states, states, empty_state());
   float m = states[0].max;
 #pragma unroll
   for (int i = 1; i < kStatesPerLane; ++i) m = fmaxf(m, states[i].max);
@@ -215,7 +216,7 @@ struct WalkResult {
 /// walk) is reported before it.
 __device__ WalkResult walk_from_max(const cg::cluster_group& cluster, ClusterShared& s, unsigned k) {
   SoftmaxState states[kStatesPerLane];
-  gather_per_warp(cluster, s, states, [](const SoftmaxState& x) { return x; }, empty_state());
+  gather_per_warp(cluster, s.warp_states, states, empty_state());
   float m = states[0].max;
   bool nan = false;
 #pragma unroll
@@ -258,7 +259,7 @@ __device__ void decide(const cg::cluster_group& cluster, ClusterShared& s, const
     if (threadIdx.x >= 32) {
       // Warp 1 merges the row's (m, d) meanwhile, off the path every CTA waits on.
       if (threadIdx.x < 64) {
-        const SoftmaxState merged = merge_row_state(cluster, s, k_exp);
+        const SoftmaxState merged = merge_row_state(cluster, s.warp_states, k_exp);
         if (threadIdx.x == 32) s.row_state = merged;
       }
       return;  // warp 0 walks, and writes the decision
@@ -362,6 +363,63 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
 #endif
 }
 
+/// K = 1 (greedy decoding): the row's largest key needs no threshold, so a CTA folds its chunk
+/// into (m, d) and its largest key a warp, and after one cluster barrier the leader's warp 0
+/// merges the cluster's warp results (one remote round trip) and writes the row: no histogram,
+/// walk, gather or sort, and two cluster barriers instead of three. The (m, d) merge is the
+/// top-k kernel's, so both give the same probability bits.
+template <typename T, int kVectors>
+__global__ void __launch_bounds__(kClusterThreads, 1)
+    topk_cluster_argmax_kernel(TopkProblem problem, ClusterTopkPlan plan) {
+#if __CUDA_ARCH__ >= 900
+  __shared__ SoftmaxState warp_states[kWarps];
+  __shared__ TopkKey warp_best[kWarps];
+  enter_after_previous_grid();
+  const cg::cluster_group cluster = cg::this_cluster();
+  const unsigned rank = cluster.block_rank();
+  const int64_t row = blockIdx.y;
+
+  const int64_t begin = int64_t{rank} * plan.chunk_length;
+  const int64_t length = max(int64_t{0}, min(plan.chunk_length, problem.vocab - begin));
+  const HeldChunk<T, kVectors> held(row_pointer<T>(problem.logits, row, problem.row_stride) + begin, begin, length);
+
+  SoftmaxState state = empty_state();
+  TopkKey best = kEmptyKey;
+  held.for_each_group([&](const auto& group) {
+    accumulate(state, group, problem.k_exp);
+    visit_keys(group, held.segment.first_index, [&](TopkKey key) { best = max(best, key); });
+  });
+  state = warp_reduce(state, problem.k_exp);
+  best = warp_max(best);
+  if (threadIdx.x % 32 == 0) {
+    warp_states[threadIdx.x / 32] = state;
+    warp_best[threadIdx.x / 32] = best;
+  }
+  cluster.sync();  // every warp's result visible
+
+  SoftmaxState row_state{};
+  if (rank == 0 && threadIdx.x < 32) {
+    TopkKey keys[kStatesPerLane];
+    gather_per_warp(cluster, warp_best, keys, kEmptyKey);  // issued before the states' loads wait
+    row_state = merge_row_state(cluster, warp_states, problem.k_exp);
+    best = keys[0];
+#pragma unroll
+    for (int i = 1; i < kStatesPerLane; ++i) best = max(best, keys[i]);
+    best = warp_max(best);
+  }
+  cluster.sync();  // the leader's remote reads done: no CTA's shared memory is read after this
+  if (rank != 0 || threadIdx.x != 0) return;
+
+  const Normalizer normalizer(row_state, problem.k_exp);
+  if (problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
+  if (normalizer.status == RowStatus::has_nan) {
+    write_nan_row<1>(1, problem.probs + row, problem.indices + row);
+    return;
+  }
+  write_topk_entry(best, normalizer, problem.log_probs, problem.probs + row, problem.indices + row);
+#endif
+}
+
 template <typename F>
 void with_held_vectors(int held_vectors, F&& f) {
   switch (held_vectors) {
@@ -377,7 +435,10 @@ void for_each_cluster_kernel(F&& f) {
     with_input_type(dtype, [&](auto in) {
       using T = typename decltype(in)::type;
       for (int held : {2, 4, kMaxHeldVectors})
-        with_held_vectors(held, [&](auto vectors) { f(topk_cluster_kernel<T, decltype(vectors)::value>); });
+        with_held_vectors(held, [&](auto vectors) {
+          f(topk_cluster_kernel<T, decltype(vectors)::value>);
+          f(topk_cluster_argmax_kernel<T, decltype(vectors)::value>);
+        });
     });
 }
 
@@ -480,7 +541,10 @@ void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, c
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
     with_held_vectors(plan.held_vectors, [&](auto vectors) {
-      cluster(topk_cluster_kernel<T, decltype(vectors)::value>, problem, plan);
+      if (problem.k == 1)
+        cluster(topk_cluster_argmax_kernel<T, decltype(vectors)::value>, problem, plan);
+      else
+        cluster(topk_cluster_kernel<T, decltype(vectors)::value>, problem, plan);
     });
   });
 }

@@ -21,4 +21,11 @@ __device__ __forceinline__ float warp_max(float value) {
   return value;
 }
 
+/// The largest 64-bit value over the warp (a top-k key); every lane gets it.
+__device__ __forceinline__ unsigned long long warp_max(unsigned long long value) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) value = max(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  return value;
+}
+
 }  // namespace softk::kernels

@@ -12,7 +12,7 @@
 //                        rows 4-16 at V = 2^20+3 (one 2^22+3), where it takes longer chunks
 //   Huge/TopkSplitK      V = 2^24+3 on the inputs that stress the merge, and V = 2^26 (K = 50,
 //                        f32 llm_like and bf16 normal)
-//   Sanitize/TopkSplitK  fifteen small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
+//   Sanitize/TopkSplitK  sixteen small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
 //                        through both forms (one cluster a row, two launches)
 // plus TopkSplitKWorkspace (too-small / null workspace) and TopkSplitKDispatch (auto keeps room
 // for split-k when a single row is long). '--gtest_filter=*SplitK*' selects all of it.
@@ -139,6 +139,9 @@ std::vector<TopkCase> input_cases() {
       {DType::f32, 4097, 7, 50},  {DType::f32, 151936, 3, 1024}, {DType::f32, kV1M, 2, 256}, {DType::f32, kV1M, 1, 16},
       {DType::bf16, 128256, 2, 50}, {DType::bf16, kV1M, 3, 1024},
       {DType::f16, 32000, 7, 2},    {DType::f16, 256000, 1, 256},
+      // K = 1 in one cluster a row runs its own kernel (topk_cluster.cu: no threshold, the
+      // largest key merged across the cluster): 16 CTAs, and one.
+      {DType::f32, 151936, 3, 1},   {DType::bf16, 4097, 7, 1},
   };
   for (const Shape& s : shapes)
     for (Dist d : kAllDists) add(out, s.dt, s.V, s.rows, s.k, d);
@@ -252,6 +255,7 @@ std::vector<TopkCase> sanitize_cases() {
   one(TopkImpl::split_k, DType::f32, 128256, 1, 256, Dist::pm_inf, {});
   one(TopkImpl::split_k, DType::bf16, 256000, 1, 50, Dist::llm_like, {});
   one(TopkImpl::automatic, DType::f32, 128256, 16, 50, Dist::llm_like, {});
+  one(TopkImpl::split_k, DType::f32, 128256, 2, 1, Dist::pm_inf, Layout{0, 1});
   return finish(out, true);
 }
 
