@@ -142,6 +142,16 @@ struct HeldChunk {
   }
 };
 
+/// CTA `rank`'s chunk of `row`: plan.chunk_length tokens from rank x chunk_length, clipped to V
+/// (a cluster's last CTAs may hold a short or an empty one).
+template <typename T, int kVectors>
+__device__ __forceinline__ HeldChunk<T, kVectors> hold_chunk(const TopkProblem& problem, const ClusterTopkPlan& plan,
+                                                            int64_t row, unsigned rank) {
+  const int64_t begin = int64_t{rank} * plan.chunk_length;
+  const int64_t length = max(int64_t{0}, min(plan.chunk_length, problem.vocab - begin));
+  return HeldChunk<T, kVectors>(row_pointer<T>(problem.logits, row, problem.row_stride) + begin, begin, length);
+}
+
 // The cluster steps exist from sm_90 on; an image built for an older GPU gets an empty kernel,
 // which cluster_limits() never offers (it asks sm90_image_loaded()).
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
@@ -302,9 +312,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   const int64_t row = blockIdx.y;
   const auto k = static_cast<unsigned>(problem.k);
 
-  const int64_t begin = int64_t{rank} * plan.chunk_length;
-  const int64_t length = max(int64_t{0}, min(plan.chunk_length, problem.vocab - begin));
-  const HeldChunk<T, kVectors> held(row_pointer<T>(problem.logits, row, problem.row_stride) + begin, begin, length);
+  const HeldChunk<T, kVectors> held = hold_chunk<T, kVectors>(problem, plan, row, rank);
 
   s.local.clear();
   if (leader && threadIdx.x == 0) s.gathered.count = 0;
@@ -379,9 +387,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   const unsigned rank = cluster.block_rank();
   const int64_t row = blockIdx.y;
 
-  const int64_t begin = int64_t{rank} * plan.chunk_length;
-  const int64_t length = max(int64_t{0}, min(plan.chunk_length, problem.vocab - begin));
-  const HeldChunk<T, kVectors> held(row_pointer<T>(problem.logits, row, problem.row_stride) + begin, begin, length);
+  const HeldChunk<T, kVectors> held = hold_chunk<T, kVectors>(problem, plan, row, rank);
 
   SoftmaxState state = empty_state();
   TopkKey best = kEmptyKey;
@@ -468,8 +474,9 @@ int resident_clusters(int ctas) {
 /// What the current device holds: the largest cluster (16 CTAs where it can be resident, else 8;
 /// 0 where the device or the loaded image has no clusters, before sm_90) and how many clusters
 /// of each size from 8 up are resident at once (an H200: 7 of 10 to 16 CTAs, 9 of 9, 15 of 8).
-/// Every cluster kernel holds one CTA an SM (512 threads x up to 128 registers), so the largest
-/// answers for all. Asked once per device.
+/// The top-k kernel holding the most (512 threads x 128 registers: one CTA an SM) answers for
+/// every cluster kernel: the others hold as many CTAs an SM or more (the K = 1 kernel, with its
+/// few registers, more), so the count is a lower bound for them. Asked once per device.
 struct ClusterLimits {
   int max_ctas;
   std::array<int, kLargeCluster + 1> resident;  ///< by CTAs a cluster

@@ -277,11 +277,17 @@ __global__ void __launch_bounds__(kFusedThreads)
     write_topk_entry(sorted[j], normalizer, problem.log_probs, probs + j, indices + j);
 }
 
+/// The workspace of `rows` rows chunked one row at a time: what the size query asks for, and a
+/// bound on every batch plan's (plan_for).
+std::size_t per_row_plan_bytes(int64_t rows, int64_t vocab, int32_t k, int sm_count) {
+  return carve(rows, plan_for(vocab, k, sm_count, 1), nullptr).bytes;
+}
+
 }  // namespace
 
 std::size_t topk_split_k_workspace_size(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
   if (topk_cluster_fits(vocab, dtype, k, device)) return 0;
-  return carve(rows, plan_for(vocab, k, device.sm_count, 1), nullptr).bytes;
+  return per_row_plan_bytes(rows, vocab, k, device.sm_count);
 }
 
 void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, void* workspace,
@@ -293,7 +299,7 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
   const SplitTopkPlan plan =
       plan_for(problem.vocab, problem.k, device.sm_count, sizing == SplitSizing::per_batch ? problem.rows : 1);
   const SplitTopkWorkspace w = carve(problem.rows, plan, workspace);
-  if (w.bytes > carve(problem.rows, plan_for(problem.vocab, problem.k, device.sm_count, 1), nullptr).bytes)
+  if (w.bytes > per_row_plan_bytes(problem.rows, problem.vocab, problem.k, device.sm_count))
     throw std::logic_error("softk: split-k's batch plan outgrew the workspace sized for one row");
   const dim3 grid(static_cast<unsigned>(plan.chunks), static_cast<unsigned>(problem.rows));
   // The chunk kernel launches the ordinary way even when the caller asks for programmatic

@@ -229,12 +229,12 @@ std::vector<TopkCase> huge_cases() {
 // bin overflows its list and the merge's bin overflows its gather: both exact fallbacks); +inf
 // across chunks; a misaligned 2^20+3 row through both split_k and auto, and 4 aligned rows of
 // 2^20+3 through auto (the batch's longer chunks run the fused core where one row's are binned);
-// 32K-token chunks of the
-// fused core at K = 256, selecting from their candidates (LLM-like) or, the candidate lists
-// overflowing, from the chunk itself (constant). One cluster a row
-// (topk_cluster.cu): a masked row and a constant row (the select goes down to the index bits,
-// level by level), a NaN row on a misaligned base, +inf, a 16-CTA LLM-like bf16 row, and 16 rows
-// through `automatic` in 8-CTA clusters (on a device holding fewer than 16 clusters of 16).
+// 32K-token chunks of the fused core at K = 256, selecting from their candidates (LLM-like) or,
+// the candidate lists overflowing, from the chunk itself (constant). One cluster a row
+// (topk_cluster.cu): a constant row (the select goes down to the index bits, level by level),
+// a NaN row on a misaligned base, +inf, a 16-CTA LLM-like bf16 row, 16 rows
+// through `automatic` in 8-CTA clusters (on a device holding fewer than 16 clusters of 16), and
+// the K = 1 kernel on a masked row and on +inf at a misaligned base.
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   const auto one = [&](TopkImpl impl, DType dt, int64_t V, int64_t rows, int32_t k, Dist d, Layout layout) {
