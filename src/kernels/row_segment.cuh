@@ -82,26 +82,21 @@ __device__ __forceinline__ float group_max(const ElementGroup<N, W>& group) {
 template <int UNROLL, int W>
 constexpr int kGroupVectors = UNROLL * W > 16 ? 16 / W : UNROLL;
 
-/// Visits every element of `segment` once across `threads` cooperating threads. The body goes
-/// UNROLL vectors at a time (all loads issued before any is used, so each thread keeps UNROLL
-/// 16-byte loads in flight), visited as groups of kGroupVectors vectors; leftover vectors come
-/// as ElementGroup<1, W> and the scalar head and tail as ElementGroup<1, 1>.
-template <int UNROLL, typename T, typename Visit>
-__device__ __forceinline__ void for_each_element(const RowSegment<T>& segment, int thread, int threads, Visit&& visit) {
+/// Visits body vectors thread, thread + threads, ... of `segment`, each fetched by load(v)
+/// (from global memory, or from a copy of the body held in shared memory). UNROLL vectors go
+/// at a time (all fetched before any is used, so each thread keeps UNROLL 16-byte loads in
+/// flight), visited as groups of kGroupVectors vectors; leftover vectors come as
+/// ElementGroup<1, W>.
+template <int UNROLL, typename T, typename Load, typename Visit>
+__device__ __forceinline__ void for_each_body_vector(const RowSegment<T>& segment, Load&& load, int thread, int threads,
+                                                     Visit&& visit) {
   constexpr int W = RowSegment<T>::kWidth;
-  for (int e = thread; e < segment.edges(); e += threads) {
-    ElementGroup<1, 1> group;
-    group.offset[0] = segment.edge_offset(e);
-    group.x[0][0] = to_float(segment.data[group.offset[0]]);
-    visit(group);
-  }
-  const RawVector* body = segment.body();
   const int64_t vectors = segment.body_vectors;
   int64_t v = thread;
   for (; v + int64_t{UNROLL - 1} * threads < vectors; v += int64_t{UNROLL} * threads) {
     RawVector raw[UNROLL];
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) raw[u] = load_vector(body + v + int64_t{u} * threads);
+    for (int u = 0; u < UNROLL; ++u) raw[u] = load(v + int64_t{u} * threads);
     constexpr int G = kGroupVectors<UNROLL, W>;
     static_assert(UNROLL % G == 0, "UNROLL must split into whole groups");
 #pragma unroll
@@ -117,10 +112,26 @@ __device__ __forceinline__ void for_each_element(const RowSegment<T>& segment, i
   }
   for (; v < vectors; v += threads) {
     ElementGroup<1, W> group;
-    widen<T>(load_vector(body + v), group.x[0]);
+    widen<T>(load(v), group.x[0]);
     group.offset[0] = segment.body_offset(v);
     visit(group);
   }
+}
+
+/// Visits every element of `segment` once across `threads` cooperating threads, read from
+/// global memory: the scalar head and tail as ElementGroup<1, 1>, the body as
+/// for_each_body_vector groups.
+template <int UNROLL, typename T, typename Visit>
+__device__ __forceinline__ void for_each_element(const RowSegment<T>& segment, int thread, int threads, Visit&& visit) {
+  for (int e = thread; e < segment.edges(); e += threads) {
+    ElementGroup<1, 1> group;
+    group.offset[0] = segment.edge_offset(e);
+    group.x[0][0] = to_float(segment.data[group.offset[0]]);
+    visit(group);
+  }
+  const RawVector* body = segment.body();
+  for_each_body_vector<UNROLL>(
+      segment, [&](int64_t v) { return load_vector(body + v); }, thread, threads, visit);
 }
 
 /// Writes W consecutive outputs at out[0..W): one or two 16-byte stores when `aligned`

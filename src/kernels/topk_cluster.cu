@@ -3,8 +3,9 @@
 // ~5 us of latency-bound steps in each of its kernels plus a launch between them; here the
 // chunks of a row are the CTAs of one cluster (16 where the device can hold it, else 8; more rows
 // than such clusters hold at once may take 8 under `automatic`: cluster_plan_for), each
-// holds its chunk in registers (one DRAM round trip), and they agree on the row's threshold
-// through distributed shared memory instead of a workspace and a second launch.
+// holds its chunk in registers (one DRAM round trip; the narrow clusters' longer chunks in
+// shared memory), and they agree on the row's threshold through distributed shared memory
+// instead of a workspace and a second launch.
 //
 //  1. Every CTA loads its chunk into registers, folds it into one (m, d) a warp and counts its
 //     keys' top 12 bits (the 4096 bins of block_bin_threshold.cuh) in its shared memory.
@@ -47,6 +48,11 @@ constexpr int kPortableCluster = 8;
 /// 16-byte vectors a thread holds. The largest holds 512 threads x 8 vectors = 16K fp32 (32K
 /// bf16) elements a CTA, so 256K fp32 tokens fit a 16-CTA cluster.
 constexpr int kMaxHeldVectors = 8;
+/// The held-vectors count of a plan whose chunks are held in shared memory instead (SharedChunk).
+constexpr int kHeldInShared = 0;
+/// The most a CTA holds in shared memory (8 CTAs of 256000 fp32 a row, 64 tokens a thread),
+/// within the 227 KB an sm_90 CTA may have beside ClusterShared.
+constexpr std::size_t kMaxSharedChunkBytes = 128 * 1024;
 /// CTAs are added to a row's cluster until each thread holds about this many elements (what a
 /// thread folds and counts before the first barrier). More CTAs for one row buy little (1 x
 /// 32000 f32, K = 50: 4 CTAs ~7.3 us, 16 CTAs ~6.6; H200, separate runs) and leave fewer
@@ -54,11 +60,18 @@ constexpr int kMaxHeldVectors = 8;
 /// us); more elements a thread cost more than they save (1 x 128256 bf16: 32 a thread ~10.6
 /// us, 16 a thread ~7.7).
 constexpr int kTargetElementsPerThread = 16;
-/// The most elements a thread holds in the narrower clusters a batch may take (8 CTAs a row on
-/// an H200, where 15 are resident against 7 of 16): 8 x 128256 f32, K = 50, 12.97 -> 9.06 us,
-/// bf16 12.32 -> 8.31; past it the kernels holding 64 bf16 elements spill (8 x 151936 bf16 13.55
-/// -> 11.94 but 16 rows 19.74 -> 21.43) and an fp32 row leaves the cluster form (H200, one run).
-constexpr int kNarrowElementsPerThread = 32;
+/// The most elements a thread holds in registers in the narrower clusters a batch may take (8
+/// CTAs a row on an H200, where 15 are resident against 7 of 16): 8 x 128256 f32, K = 50, 12.97
+/// -> 9.06 us, bf16 12.32 -> 8.31; past it the kernels holding 64 bf16 elements spill (8 x 151936
+/// bf16 13.55 -> 11.94 but 16 rows 19.74 -> 21.43; H200, one run).
+constexpr int kNarrowRegisterElements = 32;
+/// Past kNarrowRegisterElements, at K > 1, a narrow cluster holds up to this many elements a
+/// thread in shared memory (SharedChunk), against two or more waves of the widest clusters (V
+/// 151936-256000, K 50 and 256): 8 rows 1.14-1.38x (8 x 256000 f32 K = 50 16.75 -> 12.64 us),
+/// 16 rows 1.03-1.14x, 32 rows 1.23-1.41x (H200, one run, 2026-11-21). Not at K = 1, whose
+/// kernel holds two CTAs an SM, so the widest clusters take 8 rows in one wave: 8 x 201088 f32
+/// K = 1 7.68 us there against 9.89 in narrow clusters (H200, another run).
+constexpr int kNarrowSharedElements = 64;
 /// Up to this K the threshold bin almost always leaves few enough keys to gather in one level.
 /// Past it the bin often holds more (bf16 ties above all), each further level costs two cluster
 /// barriers and a 4096-bin pull, and the sort of ~1024 keys dominates: the two-launch split-k
@@ -67,9 +80,10 @@ constexpr int kNarrowElementsPerThread = 32;
 constexpr int32_t kMaxClusterK = 256;
 
 struct ClusterTopkPlan {
-  int ctas;              ///< CTAs a row (the cluster size)
-  int64_t chunk_length;  ///< elements a CTA (a multiple of 16: every chunk keeps the row's 16-byte phase)
-  int held_vectors;      ///< 16-byte vectors a thread holds (a compile-time choice: 2, 4 or 8)
+  int ctas;                  ///< CTAs a row (the cluster size); 0: the row does not take this form
+  int64_t chunk_length;      ///< elements a CTA (a multiple of 16: every chunk keeps the row's 16-byte phase)
+  int held_vectors;          ///< 16-byte vectors a thread holds in registers (2, 4 or 8), or kHeldInShared
+  std::size_t shared_bytes;  ///< dynamic shared memory a CTA: its chunk where kHeldInShared, else 0
 };
 
 
@@ -95,61 +109,136 @@ struct ClusterShared {
   BlockTopkStorage gathered;  ///< the leader's: the keys at or above the threshold, then sorted
 };
 
-/// A CTA's chunk of the row, held in registers: body vectors tid + j x kClusterThreads
-/// (coalesced), and one scalar a thread for the unaligned head and tail.
-template <typename T, int kVectors>
-struct HeldChunk {
-  static constexpr int kWidth = kVectorWidth<T>;
+/// The unaligned head and tail of a CTA's chunk: one scalar a thread, held in a register.
+template <typename T>
+struct ChunkEdges {
   RowSegment<T> segment;
-  RawVector raw[kVectors];
   float edge;
 
-  __device__ __forceinline__ HeldChunk(const T* data, int64_t first_index, int64_t length)
-      : segment(data, first_index, length) {
-    const RawVector* body = segment.body();
-#pragma unroll
-    for (int j = 0; j < kVectors; ++j) {
-      const int64_t v = threadIdx.x + int64_t{j} * kClusterThreads;
-      raw[j] = v < segment.body_vectors ? load_vector(body + v) : RawVector{};
-    }
-    edge = threadIdx.x < segment.edges() ? to_float(segment.data[segment.edge_offset(threadIdx.x)]) : 0.0f;
+  __device__ __forceinline__ ChunkEdges(const T* data, int64_t first_index, int64_t length)
+      : segment(data, first_index, length), edge(0.0f) {}
+
+  /// After the body's loads are issued, so that the edge's joins them in flight.
+  __device__ __forceinline__ void load_edge() {
+    if (threadIdx.x < segment.edges()) edge = to_float(segment.data[segment.edge_offset(threadIdx.x)]);
   }
 
-  /// Visits the thread's elements as ElementGroups (the form accumulate() takes).
   template <typename Visit>
-  __device__ __forceinline__ void for_each_group(Visit&& visit) const {
+  __device__ __forceinline__ void visit_edge(Visit&& visit) const {
     if (threadIdx.x < segment.edges()) {
       ElementGroup<1, 1> group;
       group.x[0][0] = edge;
       group.offset[0] = segment.edge_offset(threadIdx.x);
       visit(group);
     }
+  }
+};
+
+/// A CTA's chunk of the row held in registers: body vectors tid + j x kClusterThreads
+/// (coalesced), visited as they arrive.
+template <typename T, int kVectors>
+struct RegisterChunk : ChunkEdges<T> {
+  RawVector raw[kVectors];
+
+  __device__ __forceinline__ RegisterChunk(const T* data, int64_t first_index, int64_t length)
+      : ChunkEdges<T>(data, first_index, length) {
+    const RawVector* body = this->segment.body();
 #pragma unroll
     for (int j = 0; j < kVectors; ++j) {
       const int64_t v = threadIdx.x + int64_t{j} * kClusterThreads;
-      if (v < segment.body_vectors) {
-        ElementGroup<1, kWidth> group;
+      raw[j] = v < this->segment.body_vectors ? load_vector(body + v) : RawVector{};
+    }
+    this->load_edge();
+  }
+
+  __device__ __forceinline__ void land() const {}
+
+  /// Visits the thread's elements as ElementGroups (the form accumulate() takes).
+  template <typename Visit>
+  __device__ __forceinline__ void for_each_group(Visit&& visit) const {
+    this->visit_edge(visit);
+#pragma unroll
+    for (int j = 0; j < kVectors; ++j) {
+      const int64_t v = threadIdx.x + int64_t{j} * kClusterThreads;
+      if (v < this->segment.body_vectors) {
+        ElementGroup<1, kVectorWidth<T>> group;
         widen<T>(raw[j], group.x[0]);
-        group.offset[0] = segment.body_offset(v);
+        group.offset[0] = this->segment.body_offset(v);
         visit(group);
       }
     }
   }
+};
+
+/// Copies 16 bytes from global to shared memory without passing through a register
+/// (cp.async; .cg: cached in L2 only, as the chunk is read from DRAM once).
+__device__ __forceinline__ void copy_vector_async(RawVector* to_shared, const RawVector* from_global) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(to_shared))),
+               "l"(__cvta_generic_to_global(from_global))
+               : "memory");
+}
+
+/// The kernel's dynamic shared memory (plan.shared_bytes), where a SharedChunk lives.
+__device__ __forceinline__ RawVector* dynamic_shared_vectors() {
+  extern __shared__ RawVector dynamic_shared[];
+  return dynamic_shared;
+}
+
+/// Vectors a thread reads from a SharedChunk before visiting any.
+constexpr int kSharedChunkUnroll = 4;
+
+/// A CTA's chunk of the row held in shared memory, for chunks past a thread's registers. Thread
+/// t copies body vectors t, t + kClusterThreads, ... and is the only thread to read them back,
+/// so waiting for its own copies (land()) is all the synchronisation they need. Slower than
+/// registers where both hold a chunk (0.80-0.99x at batch 1, H200: the fold waits for every
+/// copy, where it starts on registers as their loads land), so only the narrow clusters' longer
+/// chunks take it.
+template <typename T>
+struct SharedChunk : ChunkEdges<T> {
+  RawVector* held;
+
+  /// Issues the copies of the body into `storage`; they are in flight until land().
+  __device__ __forceinline__ SharedChunk(const T* data, int64_t first_index, int64_t length, RawVector* storage)
+      : ChunkEdges<T>(data, first_index, length), held(storage) {
+    const RawVector* body = this->segment.body();
+#pragma unroll 4
+    for (int64_t v = threadIdx.x; v < this->segment.body_vectors; v += kClusterThreads)
+      copy_vector_async(held + v, body + v);
+    this->load_edge();
+  }
+
+  __device__ __forceinline__ void land() const { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
   template <typename Visit>
-  __device__ __forceinline__ void for_each_key(Visit&& visit) const {
-    for_each_group([&](const auto& group) { visit_keys(group, segment.first_index, visit); });
+  __device__ __forceinline__ void for_each_group(Visit&& visit) const {
+    this->visit_edge(visit);
+    for_each_body_vector<kSharedChunkUnroll>(
+        this->segment, [&](int64_t v) { return held[v]; }, threadIdx.x, kClusterThreads, visit);
   }
 };
 
+template <typename T, int kVectors>
+using HeldChunk = std::conditional_t<kVectors == kHeldInShared, SharedChunk<T>, RegisterChunk<T, kVectors>>;
+
+/// Visits the key of every element a chunk holds.
+template <typename Chunk, typename Visit>
+__device__ __forceinline__ void for_each_held_key(const Chunk& held, Visit&& visit) {
+  held.for_each_group([&](const auto& group) { visit_keys(group, held.segment.first_index, visit); });
+}
+
 /// CTA `rank`'s chunk of `row`: plan.chunk_length tokens from rank x chunk_length, clipped to V
-/// (a cluster's last CTAs may hold a short or an empty one).
+/// (a cluster's last CTAs may hold a short or an empty one). Its loads are in flight until
+/// land().
 template <typename T, int kVectors>
 __device__ __forceinline__ HeldChunk<T, kVectors> hold_chunk(const TopkProblem& problem, const ClusterTopkPlan& plan,
                                                             int64_t row, unsigned rank) {
   const int64_t begin = int64_t{rank} * plan.chunk_length;
   const int64_t length = max(int64_t{0}, min(plan.chunk_length, problem.vocab - begin));
-  return HeldChunk<T, kVectors>(row_pointer<T>(problem.logits, row, problem.row_stride) + begin, begin, length);
+  const T* data = row_pointer<T>(problem.logits, row, problem.row_stride) + begin;
+  if constexpr (kVectors == kHeldInShared)
+    return SharedChunk<T>(data, begin, length, dynamic_shared_vectors());
+  else
+    return RegisterChunk<T, kVectors>(data, begin, length);
 }
 
 // The cluster steps exist from sm_90 on; an image built for an older GPU gets an empty kernel,
@@ -317,6 +406,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   s.local.clear();
   if (leader && threadIdx.x == 0) s.gathered.count = 0;
   __syncthreads();  // counters zeroed before the adds
+  held.land();
 
   SoftmaxState state = empty_state();
   held.for_each_group([&](const auto& group) {
@@ -338,7 +428,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     s.local.clear();
     __syncthreads();
     const int shift = digit_shift(decision.level);
-    held.for_each_key([&](TopkKey key) {
+    for_each_held_key(held, [&](TopkKey key) {
       if ((key & decision.decided) == decision.prefix)
         atomicAdd(&s.local.counts[static_cast<unsigned>(key >> shift) & (kBins - 1)], 1u);
     });
@@ -347,7 +437,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   if (!decision.nan_row) {
     unsigned* leader_count = cluster.map_shared_rank(&s.gathered.count, 0);
     TopkKey* leader_keys = cluster.map_shared_rank(s.gathered.winners, 0);
-    held.for_each_key([&](TopkKey key) {
+    for_each_held_key(held, [&](TopkKey key) {
       if (key >= decision.prefix) {
         const unsigned slot = atomicAdd(leader_count, 1u);
         if (slot < kGatherCapacity) leader_keys[slot] = key;  // always: the decision bounded the count
@@ -388,6 +478,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   const int64_t row = blockIdx.y;
 
   const HeldChunk<T, kVectors> held = hold_chunk<T, kVectors>(problem, plan, row, rank);
+  held.land();
 
   SoftmaxState state = empty_state();
   TopkKey best = kEmptyKey;
@@ -429,29 +520,36 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
 template <typename F>
 void with_held_vectors(int held_vectors, F&& f) {
   switch (held_vectors) {
+    case kHeldInShared: f(std::integral_constant<int, kHeldInShared>{}); return;
     case 2: f(std::integral_constant<int, 2>{}); return;
     case 4: f(std::integral_constant<int, 4>{}); return;
     default: f(std::integral_constant<int, kMaxHeldVectors>{}); return;
   }
 }
 
+/// Calls f(kernel) for every cluster kernel of every dtype; the chunk held in shared memory only
+/// for the top-k kernel (cluster_plan_for never gives it K = 1).
 template <typename F>
 void for_each_cluster_kernel(F&& f) {
   for (DType dtype : {DType::f32, DType::f16, DType::bf16})
     with_input_type(dtype, [&](auto in) {
       using T = typename decltype(in)::type;
-      for (int held : {2, 4, kMaxHeldVectors})
-        with_held_vectors(held, [&](auto vectors) {
-          f(topk_cluster_kernel<T, decltype(vectors)::value>);
-          f(topk_cluster_argmax_kernel<T, decltype(vectors)::value>);
-        });
+      f(topk_cluster_kernel<T, kHeldInShared>);
+      const auto in_registers = [&](auto vectors) {
+        f(topk_cluster_kernel<T, decltype(vectors)::value>);
+        f(topk_cluster_argmax_kernel<T, decltype(vectors)::value>);
+      };
+      in_registers(std::integral_constant<int, 2>{});
+      in_registers(std::integral_constant<int, 4>{});
+      in_registers(std::integral_constant<int, kMaxHeldVectors>{});
     });
 }
 
 /// The launch of `rows` clusters of `ctas` CTAs (a row each: grid x is the cluster), for the
 /// occupancy probe and the launch alike.
-KernelLaunch cluster_launch(int ctas, int64_t rows, cudaStream_t stream) {
-  KernelLaunch launch(dim3(static_cast<unsigned>(ctas), static_cast<unsigned>(rows)), kClusterThreads, 0, stream);
+KernelLaunch cluster_launch(int ctas, int64_t rows, std::size_t shared_bytes, cudaStream_t stream) {
+  KernelLaunch launch(dim3(static_cast<unsigned>(ctas), static_cast<unsigned>(rows)), kClusterThreads, shared_bytes,
+                      stream);
   launch.cluster(static_cast<unsigned>(ctas));
   return launch;
 }
@@ -459,7 +557,7 @@ KernelLaunch cluster_launch(int ctas, int64_t rows, cudaStream_t stream) {
 /// Clusters of `ctas` CTAs of the largest kernel that can be resident on this device at once (0:
 /// none, or the size is refused).
 int resident_clusters(int ctas) {
-  const KernelLaunch launch = cluster_launch(ctas, 1, nullptr);
+  const KernelLaunch launch = cluster_launch(ctas, 1, 0, nullptr);
   int clusters = 0;
   const cudaError_t pending = cudaPeekAtLastError();
   const cudaError_t status =
@@ -472,36 +570,51 @@ int resident_clusters(int ctas) {
 }
 
 /// What the current device holds: the largest cluster (16 CTAs where it can be resident, else 8;
-/// 0 where the device or the loaded image has no clusters, before sm_90) and how many clusters
-/// of each size from 8 up are resident at once (an H200: 7 of 10 to 16 CTAs, 9 of 9, 15 of 8).
-/// The top-k kernel holding the most (512 threads x 128 registers: one CTA an SM) answers for
-/// every cluster kernel: the others hold as many CTAs an SM or more (the K = 1 kernel, with its
-/// few registers, more), so the count is a lower bound for them. Asked once per device.
+/// 0 where the device or the loaded image has no clusters, before sm_90), how many clusters of
+/// each size from 8 up are resident at once (an H200: 7 of 10 to 16 CTAs, 9 of 9, 15 of 8), and
+/// the most a CTA may hold in shared memory (kMaxSharedChunkBytes, or what the device leaves
+/// beside ClusterShared). The top-k kernel holding the most in registers (512 threads x 128
+/// registers: one CTA an SM) answers for every cluster kernel: the others hold as many CTAs an
+/// SM or more (the K = 1 kernel, with its few registers, more; the shared-memory chunk's kernel
+/// as many, registers bounding it first), so the count is a lower bound for them. Asked once
+/// per device.
 struct ClusterLimits {
   int max_ctas;
   std::array<int, kLargeCluster + 1> resident;  ///< by CTAs a cluster
+  std::size_t shared_chunk_bytes;
 };
 
 const ClusterLimits& cluster_limits(const DeviceInfo& device) {
   static const ClusterLimits kNone{};
   if (!sm90_image_loaded(device)) return kNone;
-  return cached_per_device<ClusterLimits>([](int) {
+  return cached_per_device<ClusterLimits>([&](int) {
+    ClusterLimits limits{};  // sizes below kPortableCluster are never asked about
     for_each_cluster_kernel([](auto* kernel) {
       SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     });
-    ClusterLimits limits{};  // sizes below kPortableCluster are never asked about
     for (int ctas = kPortableCluster; ctas <= kLargeCluster; ++ctas) limits.resident[ctas] = resident_clusters(ctas);
     limits.max_ctas = limits.resident[kLargeCluster] > 0 ? kLargeCluster
                       : limits.resident[kPortableCluster] > 0 ? kPortableCluster
                                                               : 0;
+    cudaFuncAttributes top_k{};
+    SOFTK_CUDA_CHECK(cudaFuncGetAttributes(&top_k, topk_cluster_kernel<float, kHeldInShared>));
+    const auto beside = static_cast<std::size_t>(device.max_shared_memory_per_block) - top_k.sharedSizeBytes;
+    limits.shared_chunk_bytes = std::min(kMaxSharedChunkBytes, beside / 16 * 16);
+    for (DType dtype : {DType::f32, DType::f16, DType::bf16})
+      with_input_type(dtype, [&](auto in) {
+        SOFTK_CUDA_CHECK(cudaFuncSetAttribute(topk_cluster_kernel<typename decltype(in)::type, kHeldInShared>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(limits.shared_chunk_bytes)));
+      });
     return limits;
   });
 }
 
 /// A row of `vocab` tokens over at most `max_ctas` CTAs, each thread holding about
-/// kTargetElementsPerThread elements (more where max_ctas is too few); held_vectors 0 when a
-/// thread would hold more than kMaxHeldVectors.
-ClusterTopkPlan plan_over(int64_t vocab, DType dtype, int max_ctas) {
+/// kTargetElementsPerThread elements (more where max_ctas is too few): in registers where a
+/// thread then holds at most `register_elements` (rounded up to 2, 4 or 8 vectors), else in
+/// shared memory.
+ClusterTopkPlan plan_over(int64_t vocab, DType dtype, int max_ctas, int register_elements) {
   const int64_t width = 16 / static_cast<int64_t>(dtype_size(dtype));
   const int64_t target = int64_t{kTargetElementsPerThread} * kClusterThreads;
   const int ctas = static_cast<int>(std::min<int64_t>(max_ctas, (vocab + target - 1) / target));
@@ -509,28 +622,33 @@ ClusterTopkPlan plan_over(int64_t vocab, DType dtype, int max_ctas) {
   const int64_t vectors_per_thread = (chunk_length / width + kClusterThreads - 1) / kClusterThreads;
   int held = 2;
   while (held < vectors_per_thread) held *= 2;
-  if (held > kMaxHeldVectors) return {0, 0, 0};
-  return {ctas, chunk_length, held};
+  if (held <= kMaxHeldVectors && held * width <= register_elements) return {ctas, chunk_length, held, 0};
+  return {ctas, chunk_length, kHeldInShared, static_cast<std::size_t>(chunk_length) * dtype_size(dtype)};
 }
 
-/// The plan for `rows` rows of `vocab` tokens; held_vectors 0 when a row does not fit or K is
-/// past kMaxClusterK. Per row, it depends on V, K, the dtype and the device only, so a row gets
-/// the same bits whatever batch it sits in. Per batch, rows past what those clusters hold at
-/// once take 8-CTA clusters (twice as many resident on an H200) where a thread then holds at most
-/// kNarrowElementsPerThread elements: one wave instead of two or more.
+/// The plan for `rows` rows of `vocab` tokens; ctas 0 when a row does not fit or K is past
+/// kMaxClusterK. Per row, it depends on V, K, the dtype and the device only, so a row gets the
+/// same bits whatever batch it sits in: the widest clusters, holding the row in registers. Per
+/// batch, rows past what those clusters hold at once take 8-CTA clusters (twice as many resident
+/// on an H200) where a thread then holds at most kNarrowRegisterElements elements in registers,
+/// or at K > 1 kNarrowSharedElements in shared memory: one wave instead of two or more.
 ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
                                  SplitSizing sizing) {
-  if (k > kMaxClusterK) return {0, 0, 0};
+  constexpr ClusterTopkPlan kNoPlan{0, 0, 0, 0};
+  if (k > kMaxClusterK) return kNoPlan;
   const ClusterLimits& limits = cluster_limits(device);
-  if (limits.max_ctas == 0) return {0, 0, 0};
-  const ClusterTopkPlan widest = plan_over(vocab, dtype, limits.max_ctas);
+  if (limits.max_ctas == 0) return kNoPlan;
+  const int width = 16 / static_cast<int>(dtype_size(dtype));
+  const ClusterTopkPlan widest = plan_over(vocab, dtype, limits.max_ctas, kMaxHeldVectors * width);
+  if (widest.held_vectors == kHeldInShared) return kNoPlan;
   if (sizing == SplitSizing::per_row || widest.ctas <= kPortableCluster || rows <= limits.resident[widest.ctas])
     return widest;
-  const ClusterTopkPlan narrow = plan_over(vocab, dtype, kPortableCluster);
-  const int64_t elements_per_thread = int64_t{narrow.held_vectors} * 16 / static_cast<int64_t>(dtype_size(dtype));
+  const ClusterTopkPlan narrow = plan_over(vocab, dtype, kPortableCluster, kNarrowRegisterElements);
   const bool more_resident = limits.resident[kPortableCluster] > limits.resident[widest.ctas];
-  return more_resident && narrow.held_vectors != 0 && elements_per_thread <= kNarrowElementsPerThread ? narrow
-                                                                                                       : widest;
+  const bool held = narrow.held_vectors != kHeldInShared ||
+                    (k > 1 && narrow.chunk_length <= int64_t{kNarrowSharedElements} * kClusterThreads &&
+                     narrow.shared_bytes <= limits.shared_chunk_bytes);
+  return more_resident && held ? narrow : widest;
 }
 
 }  // namespace
@@ -543,15 +661,16 @@ bool topk_cluster_fits(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& 
 void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,
                          SplitSizing sizing) {
   const ClusterTopkPlan plan = cluster_plan_for(problem.rows, problem.vocab, problem.dtype, problem.k, device, sizing);
-  KernelLaunch cluster = cluster_launch(plan.ctas, problem.rows, launch.stream);
+  KernelLaunch cluster = cluster_launch(plan.ctas, problem.rows, plan.shared_bytes, launch.stream);
   cluster.programmatic(launch.programmatic);
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
     with_held_vectors(plan.held_vectors, [&](auto vectors) {
-      if (problem.k == 1)
-        cluster(topk_cluster_argmax_kernel<T, decltype(vectors)::value>, problem, plan);
-      else
-        cluster(topk_cluster_kernel<T, decltype(vectors)::value>, problem, plan);
+      constexpr int kVectors = decltype(vectors)::value;
+      if constexpr (kVectors != kHeldInShared) {
+        if (problem.k == 1) return cluster(topk_cluster_argmax_kernel<T, kVectors>, problem, plan);
+      }
+      cluster(topk_cluster_kernel<T, kVectors>, problem, plan);
     });
   });
 }
