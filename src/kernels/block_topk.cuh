@@ -98,12 +98,13 @@ __device__ void block_bitonic_sort_descending(TopkKey* keys, unsigned n) {
   TopkKey a = holds ? keys[pa] : kEmptyKey;
   TopkKey b = holds ? keys[pb] : kEmptyKey;
   if (holds) {
-    // Runs of 2..32 inside the warp, alternating in direction; then the warp's 64 descending
-    // where they are the whole list, else in the direction of the run of 128 that holds them.
+    // Runs of 2..32 inside the warp, alternating in direction; then the warp's 64 in the
+    // direction of the run of 128 that holds them (descending where they are the whole list:
+    // n = 64 leaves only warp 0 holding keys, and pa < 64).
 #pragma unroll
     for (unsigned size = 2; size <= 32; size *= 2)
       warp_bitonic_steps(a, b, lane, (pa & size) == 0, (pb & size) == 0, size / 2);
-    warp_bitonic_merge(a, b, lane, n == 64 || (pa & 64) == 0);
+    warp_bitonic_merge(a, b, lane, (pa & 64) == 0);
   }
   for (unsigned size = 128; size <= n; size *= 2) {  // strides size/2 .. 64 cross warps
     if (holds) {
