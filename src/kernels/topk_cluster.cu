@@ -2,7 +2,7 @@
 // (sm_90+, K <= 256): the batch-1 decode case. The two-launch split-k (topk_split_k.cu) spends
 // ~5 us of latency-bound steps in each of its kernels plus a launch between them; here the
 // chunks of a row are the CTAs of one cluster (16 where the device can hold it, else 8; more rows
-// than such clusters hold at once may take 8 under `automatic`: cluster_plan_for), each
+// than such clusters hold at once may take narrower ones under `automatic`: cluster_plan_for), each
 // holds its chunk in registers (one DRAM round trip; the narrow clusters' longer chunks in
 // shared memory), and they agree on the row's threshold through distributed shared memory
 // instead of a workspace and a second launch.
@@ -571,7 +571,7 @@ int resident_clusters(int ctas) {
 
 /// What the current device holds: the largest cluster (16 CTAs where it can be resident, else 8;
 /// 0 where the device or the loaded image has no clusters, before sm_90), how many clusters of
-/// each size from 8 up are resident at once (an H200: 7 of 10 to 16 CTAs, 9 of 9, 15 of 8), and
+/// each size up to 16 are resident at once (an H200: 7 of 10 to 16 CTAs, 9 of 9, 15 of 8), and
 /// the most a CTA may hold in shared memory (kMaxSharedChunkBytes, or what the device leaves
 /// beside ClusterShared). The top-k kernel holding the most in registers (512 threads x 128
 /// registers: one CTA an SM) answers for every cluster kernel: the others hold as many CTAs an
@@ -580,7 +580,7 @@ int resident_clusters(int ctas) {
 /// per device.
 struct ClusterLimits {
   int max_ctas;
-  std::array<int, kLargeCluster + 1> resident;  ///< by CTAs a cluster
+  std::array<int, kLargeCluster + 1> resident;  ///< by CTAs a cluster (1 to 16)
   std::size_t shared_chunk_bytes;
 };
 
@@ -588,17 +588,18 @@ const ClusterLimits& cluster_limits(const DeviceInfo& device) {
   static const ClusterLimits kNone{};
   if (!sm90_image_loaded(device)) return kNone;
   return cached_per_device<ClusterLimits>([&](int) {
-    ClusterLimits limits{};  // sizes below kPortableCluster are never asked about
+    ClusterLimits limits{};
     for_each_cluster_kernel([](auto* kernel) {
       SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     });
-    for (int ctas = kPortableCluster; ctas <= kLargeCluster; ++ctas) limits.resident[ctas] = resident_clusters(ctas);
+    for (int ctas = 1; ctas <= kLargeCluster; ++ctas) limits.resident[ctas] = resident_clusters(ctas);
     limits.max_ctas = limits.resident[kLargeCluster] > 0 ? kLargeCluster
                       : limits.resident[kPortableCluster] > 0 ? kPortableCluster
                                                               : 0;
     cudaFuncAttributes top_k{};
     SOFTK_CUDA_CHECK(cudaFuncGetAttributes(&top_k, topk_cluster_kernel<float, kHeldInShared>));
-    const auto beside = static_cast<std::size_t>(device.max_shared_memory_per_block) - top_k.sharedSizeBytes;
+    const auto per_block = static_cast<std::size_t>(device.max_shared_memory_per_block);
+    const std::size_t beside = per_block > top_k.sharedSizeBytes ? per_block - top_k.sharedSizeBytes : 0;
     limits.shared_chunk_bytes = std::min(kMaxSharedChunkBytes, beside / 16 * 16);
     for (DType dtype : {DType::f32, DType::f16, DType::bf16})
       with_input_type(dtype, [&](auto in) {
@@ -629,9 +630,14 @@ ClusterTopkPlan plan_over(int64_t vocab, DType dtype, int max_ctas, int register
 /// The plan for `rows` rows of `vocab` tokens; ctas 0 when a row does not fit or K is past
 /// kMaxClusterK. Per row, it depends on V, K, the dtype and the device only, so a row gets the
 /// same bits whatever batch it sits in: the widest clusters, holding the row in registers. Per
-/// batch, rows past what those clusters hold at once take 8-CTA clusters (twice as many resident
-/// on an H200) where a thread then holds at most kNarrowRegisterElements elements in registers,
-/// or at K > 1 kNarrowSharedElements in shared memory: one wave instead of two or more.
+/// batch, rows past what those clusters hold at once take narrower clusters, of which more are
+/// resident (an H200: 7 of 10-16 CTAs, 9 of 9, 15 of 8), where that takes fewer waves: at K > 1
+/// the widest size that takes the fewest, its chunks in registers up to kNarrowRegisterElements
+/// a thread and in shared memory up to kNarrowSharedElements (a wave of longer chunks costs far
+/// less than a second wave: 8 x 256000 f32 K = 50, one wave of 8 CTAs 12.6 us, two of 16 16.8);
+/// at K = 1 8-CTA clusters, in registers. Against 8-CTA clusters only (H200, one run, auto, K 50
+/// and 256): 16 rows of 128256-151936 1.28-1.51x (4-7 CTAs a row, one wave), 32 rows of 32000-
+/// 151936 1.09-1.44x, 8 rows 1.01-1.11x (9 CTAs), the rest 0.96-1.05x.
 ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
                                  SplitSizing sizing) {
   constexpr ClusterTopkPlan kNoPlan{0, 0, 0, 0};
@@ -641,14 +647,26 @@ ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32
   const int width = 16 / static_cast<int>(dtype_size(dtype));
   const ClusterTopkPlan widest = plan_over(vocab, dtype, limits.max_ctas, kMaxHeldVectors * width);
   if (widest.held_vectors == kHeldInShared) return kNoPlan;
-  if (sizing == SplitSizing::per_row || widest.ctas <= kPortableCluster || rows <= limits.resident[widest.ctas])
-    return widest;
-  const ClusterTopkPlan narrow = plan_over(vocab, dtype, kPortableCluster, kNarrowRegisterElements);
-  const bool more_resident = limits.resident[kPortableCluster] > limits.resident[widest.ctas];
-  const bool held = narrow.held_vectors != kHeldInShared ||
-                    (k > 1 && narrow.chunk_length <= int64_t{kNarrowSharedElements} * kClusterThreads &&
-                     narrow.shared_bytes <= limits.shared_chunk_bytes);
-  return more_resident && held ? narrow : widest;
+  if (sizing == SplitSizing::per_row || rows <= limits.resident[widest.ctas]) return widest;
+  const auto waves = [&](int ctas) { return (rows + limits.resident[ctas] - 1) / limits.resident[ctas]; };
+  if (k == 1) {
+    // The K = 1 kernel holds two CTAs an SM, more than the counts say: only the one narrower
+    // size measured for it, with the chunk in registers.
+    const ClusterTopkPlan narrow = plan_over(vocab, dtype, kPortableCluster, kNarrowRegisterElements);
+    const bool fewer_waves = widest.ctas > kPortableCluster && waves(kPortableCluster) < waves(widest.ctas);
+    return fewer_waves && narrow.held_vectors != kHeldInShared ? narrow : widest;
+  }
+  // The fewest waves, then the widest clusters that take them (fewest elements a thread).
+  ClusterTopkPlan best = widest;
+  for (int ctas = widest.ctas - 1; ctas >= 1; --ctas) {
+    const ClusterTopkPlan narrow = plan_over(vocab, dtype, ctas, kNarrowRegisterElements);
+    const bool held = narrow.held_vectors != kHeldInShared ||
+                      (narrow.chunk_length <= int64_t{kNarrowSharedElements} * kClusterThreads &&
+                       narrow.shared_bytes <= limits.shared_chunk_bytes);
+    if (!held) break;  // fewer CTAs would each hold more
+    if (limits.resident[ctas] > 0 && waves(ctas) < waves(best.ctas)) best = narrow;
+  }
+  return best;
 }
 
 }  // namespace

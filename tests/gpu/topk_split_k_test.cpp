@@ -175,8 +175,10 @@ std::vector<TopkCase> input_cases() {
 // clusters hold at once (7 of 16 CTAs on an H200) it may take narrower clusters
 // (topk_cluster.cu, cluster_plan_for): rows 8 and 16, V from 9 to 16 CTAs of 8192 tokens (an H200
 // holds 9 clusters of 9, so 8 rows of 73000 keep the widest plan and 16 do not), every
-// distribution at one shape, and V = 200003 and 256000, where the 8 CTAs of a narrow cluster hold
-// up to 64 tokens a thread (fp32 and bf16). Rows past the cluster form take fewer, longer chunks as the batch
+// distribution at one shape; V = 200003 and 256000, where the CTAs of a narrow cluster hold up
+// to 64 tokens a thread in shared memory (fp32 and bf16; 12 rows strided and misaligned); and 24
+// and 32 rows of 128256, which take clusters narrower than 8 CTAs where the device holds enough
+// of them to run every row in one wave. Rows past the cluster form take fewer, longer chunks as the batch
 // grows (topk_split_k.cu, plan_for): 2^20+3 tokens at 4, 8 and 16 rows, where forced split_k
 // lists 163 binned chunks a row at K = 50 and auto 66 / 33 / 16 fused ones, with ties, a NaN row
 // and bf16 beside LLM-like logits, and 4 rows of 2^22+3. Past K = 256 (the merge's radix select)
@@ -201,6 +203,12 @@ std::vector<TopkCase> batch_cases() {
     for (int64_t rows : {8, 16})
       for (int32_t k : {1, 50, 256}) add(out, DType::f32, V, rows, k, Dist::llm_like);
   for (int32_t k : {1, 50}) add(out, DType::bf16, 256000, 8, k, Dist::normal);
+  for (int64_t rows : {24, 32})
+    for (int32_t k : {1, 50, 256}) add(out, DType::f32, 128256, rows, k, Dist::llm_like);
+  add(out, DType::bf16, 128256, 32, 50, Dist::normal);
+  Extra strided;
+  strided.layout = Layout{200003 + 5, 3};
+  add(out, DType::f32, 200003, 12, 50, Dist::llm_like, {}, strided);
   for (Dist d : kAllDists) {
     if (d != Dist::llm_like) add(out, DType::f32, 128256, 8, 50, d);  // llm_like: above
     add(out, DType::bf16, 100003, 9, 16, d);
@@ -238,8 +246,9 @@ std::vector<TopkCase> huge_cases() {
 // the candidate lists overflowing, from the chunk itself (constant). One cluster a row
 // (topk_cluster.cu): a constant row (the select goes down to the index bits, level by level),
 // a NaN row on a misaligned base, +inf, a 16-CTA LLM-like bf16 row, 16 rows of 128256 and 8 of
-// 256000 (128 KB a CTA) through `automatic` in 8-CTA clusters (on a device holding fewer than 16
-// clusters of 16), and the K = 1 kernel on a masked row and on +inf at a misaligned base.
+// 256000 on a misaligned base (up to 128 KB a CTA, in shared memory) through `automatic` in
+// narrower clusters (on a device holding fewer than 16 clusters of 16), and the K = 1 kernel on a
+// masked row and on +inf at a misaligned base.
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   const auto one = [&](TopkImpl impl, DType dt, int64_t V, int64_t rows, int32_t k, Dist d, Layout layout) {
@@ -261,7 +270,7 @@ std::vector<TopkCase> sanitize_cases() {
   one(TopkImpl::split_k, DType::bf16, 256000, 1, 50, Dist::llm_like, {});
   one(TopkImpl::automatic, DType::f32, 128256, 16, 50, Dist::llm_like, {});
   one(TopkImpl::split_k, DType::f32, 128256, 2, 1, Dist::pm_inf, Layout{0, 1});
-  one(TopkImpl::automatic, DType::f32, 256000, 8, 50, Dist::llm_like, {});
+  one(TopkImpl::automatic, DType::f32, 256000, 8, 50, Dist::llm_like, Layout{0, 1});
   return finish(out, true);
 }
 
