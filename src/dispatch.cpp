@@ -34,8 +34,8 @@ SoftmaxAlgorithm choose_softmax_algorithm(int64_t rows, int64_t vocab, DType dty
 // 128256 f32, K = 50: 34.8 us vs fused 36.8; bf16 151936: 44.3 vs 40.5; 32 x 256000 f32:
 // 43.4 vs 59.9), and shorter rows take fewer CTAs (32 x 32000 f32: 13.3 vs 20.9). Under
 // `automatic` a batch of more rows than that takes narrower clusters, more of them at a time
-// (topk_cluster.cu, cluster_plan_for): 32 x 128256 f32 K = 50 in 4-CTA clusters, 20.1 us vs fused
-// 29.3; 32 x 256000 f32 K = 50 in 8-CTA clusters, 34.5 vs 44.4.
+// (topk_cluster.cu, cluster_plan_for): 32 x 128256 f32 K = 50 in two waves of 6-CTA clusters,
+// 20.1 us vs fused 29.3; 32 x 256000 f32 K = 50 in 8-CTA clusters, 34.5 vs 44.4.
 int64_t max_split_k_topk_rows(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
   if (k > kMaxFastTopK) return 0;
   const int64_t row_bytes = vocab * static_cast<int64_t>(dtype_size(dtype));

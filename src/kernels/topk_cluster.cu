@@ -636,7 +636,7 @@ ClusterTopkPlan plan_over(int64_t vocab, DType dtype, int max_ctas, int register
 /// a thread and in shared memory up to kNarrowSharedElements (a wave of longer chunks costs far
 /// less than a second wave: 8 x 256000 f32 K = 50, one wave of 8 CTAs 12.6 us, two of 16 16.8);
 /// at K = 1 8-CTA clusters, in registers. Against 8-CTA clusters only (H200, one run, auto, K 50
-/// and 256): 16 rows of 128256-151936 1.28-1.51x (4-7 CTAs a row, one wave), 32 rows of 32000-
+/// and 256): 16 rows of 128256-151936 1.28-1.51x (6 CTAs a row, one wave), 32 rows of 32000-
 /// 151936 1.09-1.44x, 8 rows 1.01-1.11x (9 CTAs), the rest 0.96-1.05x.
 ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
                                  SplitSizing sizing) {
