@@ -7,7 +7,7 @@
 // shared memory), and they agree on the row's threshold through distributed shared memory
 // instead of a workspace and a second launch.
 //
-//  1. Every CTA loads its chunk into registers, folds it into one (m, d) a warp and counts its
+//  1. Every CTA loads its chunk into registers (or shared memory: SharedChunk), folds it into one (m, d) a warp and counts its
 //     keys' top 12 bits (the 4096 bins of block_bin_threshold.cuh) in its shared memory.
 //  2. Cluster barrier. Warp 0 of the leader (rank 0) reads every warp's maximum, then walks the
 //     cluster's counts down from the maximum's bin, 32 bins a step, to the bin holding the
@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 
 #include "cuda_check.hpp"
 #include "kernels/block_bin_threshold.cuh"
@@ -49,9 +50,10 @@ constexpr int kPortableCluster = 8;
 /// bf16) elements a CTA, so 256K fp32 tokens fit a 16-CTA cluster.
 constexpr int kMaxHeldVectors = 8;
 /// The held-vectors count of a plan whose chunks are held in shared memory instead (SharedChunk).
-constexpr int kHeldInShared = 0;
-/// The most a CTA holds in shared memory (8 CTAs of 256000 fp32 a row, 64 tokens a thread),
-/// within the 227 KB an sm_90 CTA may have beside ClusterShared.
+constexpr int kHeldInShared = -1;
+/// The most a CTA holds in shared memory: 32768 fp32 (64 a thread; 8 CTAs of 256000 fp32 a row
+/// hold 32000), within the 227 KB of shared memory an sm_90 CTA may have, ClusterShared's 43 KB
+/// included.
 constexpr std::size_t kMaxSharedChunkBytes = 128 * 1024;
 /// CTAs are added to a row's cluster until each thread holds about this many elements (what a
 /// thread folds and counts before the first barrier). More CTAs for one row buy little (1 x
@@ -60,14 +62,15 @@ constexpr std::size_t kMaxSharedChunkBytes = 128 * 1024;
 /// us); more elements a thread cost more than they save (1 x 128256 bf16: 32 a thread ~10.6
 /// us, 16 a thread ~7.7).
 constexpr int kTargetElementsPerThread = 16;
-/// The most elements a thread holds in registers in the narrower clusters a batch may take (8
-/// CTAs a row on an H200, where 15 are resident against 7 of 16): 8 x 128256 f32, K = 50, 12.97
-/// -> 9.06 us, bf16 12.32 -> 8.31; past it the kernels holding 64 bf16 elements spill (8 x 151936
-/// bf16 13.55 -> 11.94 but 16 rows 19.74 -> 21.43; H200, one run).
+/// The most elements a thread holds in registers in the narrower clusters a batch may take
+/// (measured with 8 CTAs a row on an H200, where 15 are resident against 7 of 16: 8 x 128256 f32,
+/// K = 50, 12.97 -> 9.06 us, bf16 12.32 -> 8.31); past it the kernels holding 64 bf16 elements
+/// spill (8 x 151936 bf16 13.55 -> 11.94 but 16 rows 19.74 -> 21.43; H200, one run).
 constexpr int kNarrowRegisterElements = 32;
 /// Past kNarrowRegisterElements, at K > 1, a narrow cluster holds up to this many elements a
-/// thread in shared memory (SharedChunk), against two or more waves of the widest clusters (V
-/// 151936-256000, K 50 and 256): 8 rows 1.14-1.38x (8 x 256000 f32 K = 50 16.75 -> 12.64 us),
+/// thread in shared memory (SharedChunk); measured with 8 CTAs a row against two or more waves
+/// of the widest clusters (e741479; V 151936-256000, K 50 and 256): 8 rows 1.14-1.38x (8 x
+/// 256000 f32 K = 50 16.75 -> 12.64 us),
 /// 16 rows 1.03-1.14x, 32 rows 1.23-1.41x (H200, one run, 2026-11-21). Not at K = 1, whose
 /// kernel holds two CTAs an SM, so the widest clusters take 8 rows in one wave: 8 x 201088 f32
 /// K = 1 7.68 us there against 9.89 in narrow clusters (H200, another run).
@@ -232,7 +235,8 @@ __device__ __forceinline__ void for_each_held_key(const Chunk& held, Visit&& vis
 template <typename T, int kVectors>
 __device__ __forceinline__ HeldChunk<T, kVectors> hold_chunk(const TopkProblem& problem, const ClusterTopkPlan& plan,
                                                             int64_t row, unsigned rank) {
-  const int64_t begin = int64_t{rank} * plan.chunk_length;
+  // Clamped: a rank past the row's end holds nothing, and its pointer stays within the row.
+  const int64_t begin = min(int64_t{rank} * plan.chunk_length, problem.vocab);
   const int64_t length = max(int64_t{0}, min(plan.chunk_length, problem.vocab - begin));
   const T* data = row_pointer<T>(problem.logits, row, problem.row_stride) + begin;
   if constexpr (kVectors == kHeldInShared)
@@ -527,17 +531,17 @@ void with_held_vectors(int held_vectors, F&& f) {
   }
 }
 
-/// Calls f(kernel) for every cluster kernel of every dtype; the chunk held in shared memory only
-/// for the top-k kernel (cluster_plan_for never gives it K = 1).
+/// Calls f(kernel, holds_in_shared) for every cluster kernel of every dtype; the chunk is held
+/// in shared memory only by a top-k kernel (cluster_plan_for never gives one to K = 1).
 template <typename F>
 void for_each_cluster_kernel(F&& f) {
   for (DType dtype : {DType::f32, DType::f16, DType::bf16})
     with_input_type(dtype, [&](auto in) {
       using T = typename decltype(in)::type;
-      f(topk_cluster_kernel<T, kHeldInShared>);
+      f(topk_cluster_kernel<T, kHeldInShared>, true);
       const auto in_registers = [&](auto vectors) {
-        f(topk_cluster_kernel<T, decltype(vectors)::value>);
-        f(topk_cluster_argmax_kernel<T, decltype(vectors)::value>);
+        f(topk_cluster_kernel<T, decltype(vectors)::value>, false);
+        f(topk_cluster_argmax_kernel<T, decltype(vectors)::value>, false);
       };
       in_registers(std::integral_constant<int, 2>{});
       in_registers(std::integral_constant<int, 4>{});
@@ -589,24 +593,21 @@ const ClusterLimits& cluster_limits(const DeviceInfo& device) {
   if (!sm90_image_loaded(device)) return kNone;
   return cached_per_device<ClusterLimits>([&](int) {
     ClusterLimits limits{};
-    for_each_cluster_kernel([](auto* kernel) {
-      SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    });
-    for (int ctas = 1; ctas <= kLargeCluster; ++ctas) limits.resident[ctas] = resident_clusters(ctas);
-    limits.max_ctas = limits.resident[kLargeCluster] > 0 ? kLargeCluster
-                      : limits.resident[kPortableCluster] > 0 ? kPortableCluster
-                                                              : 0;
     cudaFuncAttributes top_k{};
     SOFTK_CUDA_CHECK(cudaFuncGetAttributes(&top_k, topk_cluster_kernel<float, kHeldInShared>));
     const auto per_block = static_cast<std::size_t>(device.max_shared_memory_per_block);
     const std::size_t beside = per_block > top_k.sharedSizeBytes ? per_block - top_k.sharedSizeBytes : 0;
     limits.shared_chunk_bytes = std::min(kMaxSharedChunkBytes, beside / 16 * 16);
-    for (DType dtype : {DType::f32, DType::f16, DType::bf16})
-      with_input_type(dtype, [&](auto in) {
-        SOFTK_CUDA_CHECK(cudaFuncSetAttribute(topk_cluster_kernel<typename decltype(in)::type, kHeldInShared>,
-                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+    for_each_cluster_kernel([&](auto* kernel, bool holds_in_shared) {
+      SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+      if (holds_in_shared)
+        SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               static_cast<int>(limits.shared_chunk_bytes)));
-      });
+    });
+    for (int ctas = 1; ctas <= kLargeCluster; ++ctas) limits.resident[ctas] = resident_clusters(ctas);
+    limits.max_ctas = limits.resident[kLargeCluster] > 0 ? kLargeCluster
+                      : limits.resident[kPortableCluster] > 0 ? kPortableCluster
+                                                              : 0;
     return limits;
   });
 }
@@ -634,7 +635,8 @@ ClusterTopkPlan plan_over(int64_t vocab, DType dtype, int max_ctas, int register
 /// resident (an H200: 7 of 10-16 CTAs, 9 of 9, 15 of 8), where that takes fewer waves: at K > 1
 /// the widest size that takes the fewest, its chunks in registers up to kNarrowRegisterElements
 /// a thread and in shared memory up to kNarrowSharedElements (a wave of longer chunks costs far
-/// less than a second wave: 8 x 256000 f32 K = 50, one wave of 8 CTAs 12.6 us, two of 16 16.8);
+/// less than a second wave: 8 x 256000 f32 K = 50, one wave of 8 CTAs 12.6 us, two of 16 16.8,
+/// at e741479; the rule below takes 9 there, 12.4 us);
 /// at K = 1 8-CTA clusters, in registers. Against 8-CTA clusters only (H200, one run, auto, K 50
 /// and 256): 16 rows of 128256-151936 1.28-1.51x (6 CTAs a row, one wave), 32 rows of 32000-
 /// 151936 1.09-1.44x, 8 rows 1.01-1.11x (9 CTAs), the rest 0.96-1.05x.
@@ -648,7 +650,11 @@ ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32
   const ClusterTopkPlan widest = plan_over(vocab, dtype, limits.max_ctas, kMaxHeldVectors * width);
   if (widest.held_vectors == kHeldInShared) return kNoPlan;
   if (sizing == SplitSizing::per_row || rows <= limits.resident[widest.ctas]) return widest;
-  const auto waves = [&](int ctas) { return (rows + limits.resident[ctas] - 1) / limits.resident[ctas]; };
+  // A size the probe refused (0 resident) never runs in any number of waves.
+  const auto waves = [&](int ctas) {
+    const int64_t resident = limits.resident[ctas];
+    return resident > 0 ? (rows + resident - 1) / resident : std::numeric_limits<int64_t>::max();
+  };
   if (k == 1) {
     // The K = 1 kernel holds two CTAs an SM, more than the counts say: only the one narrower
     // size measured for it, with the chunk in registers.
@@ -664,7 +670,7 @@ ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32
                       (narrow.chunk_length <= int64_t{kNarrowSharedElements} * kClusterThreads &&
                        narrow.shared_bytes <= limits.shared_chunk_bytes);
     if (!held) break;  // fewer CTAs would each hold more
-    if (limits.resident[ctas] > 0 && waves(ctas) < waves(best.ctas)) best = narrow;
+    if (waves(ctas) < waves(best.ctas)) best = narrow;
   }
   return best;
 }
@@ -685,10 +691,12 @@ void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, c
     using T = typename decltype(in)::type;
     with_held_vectors(plan.held_vectors, [&](auto vectors) {
       constexpr int kVectors = decltype(vectors)::value;
-      if constexpr (kVectors != kHeldInShared) {
-        if (problem.k == 1) return cluster(topk_cluster_argmax_kernel<T, kVectors>, problem, plan);
-      }
-      cluster(topk_cluster_kernel<T, kVectors>, problem, plan);
+      if constexpr (kVectors == kHeldInShared)
+        cluster(topk_cluster_kernel<T, kVectors>, problem, plan);  // K > 1: cluster_plan_for
+      else if (problem.k == 1)
+        cluster(topk_cluster_argmax_kernel<T, kVectors>, problem, plan);
+      else
+        cluster(topk_cluster_kernel<T, kVectors>, problem, plan);
     });
   });
 }

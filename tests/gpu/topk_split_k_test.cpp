@@ -1,5 +1,5 @@
 // Split-k top-k (issue 4): the fused issue's matrix and exactness bar for few, long rows:
-// rows {1, 2, 3, 7} (4 to 16 in Batch), V up to 2^26. Every case runs twice, forced split_k and auto (which should
+// rows {1, 2, 3, 7} (4 to 32 in Batch), V up to 2^26. Every case runs twice, forced split_k and auto (which should
 // reach split-k for few long rows), through check_case (common/topk_check.hpp): indices EXACTLY
 // the CPU oracle's (softk::cpu::topk), probabilities within compare.hpp's fp32 tolerance,
 // row_status, output guards and the oracle-free properties (order, ties, completeness).
@@ -8,8 +8,8 @@
 //   Dtypes/TopkSplitK    f16 / bf16 on a subset (quantisation makes ties common)
 //   Inputs/TopkSplitK    every distribution at a mid V and at V = 2^20+3; strided / misaligned
 //                        layouts with log-probs; temperature
-//   Batch/TopkSplitK     rows 8, 9, 16 at V <= 131072, where auto may take narrower clusters, and
-//                        rows 4-16 at V = 2^20+3 (one 2^22+3), where it takes longer chunks
+//   Batch/TopkSplitK     rows 8-32 at V <= 256000, where auto may take narrower clusters, and
+//                        rows 4-24 at V >= 2^20+3 (one 2^22+3), where it takes longer chunks
 //   Huge/TopkSplitK      V = 2^24+3 on the inputs that stress the merge, and V = 2^26 (K = 50,
 //                        f32 llm_like and bf16 normal)
 //   Sanitize/TopkSplitK  seventeen small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
@@ -176,9 +176,10 @@ std::vector<TopkCase> input_cases() {
 // (topk_cluster.cu, cluster_plan_for): rows 8 and 16, V from 9 to 16 CTAs of 8192 tokens (an H200
 // holds 9 clusters of 9, so 8 rows of 73000 keep the widest plan and 16 do not), every
 // distribution at one shape; V = 200003 and 256000, where the CTAs of a narrow cluster hold up
-// to 64 tokens a thread in shared memory (fp32 and bf16; 12 rows strided and misaligned); and 24
-// and 32 rows of 128256, which take clusters narrower than 8 CTAs where the device holds enough
-// of them to run every row in one wave. Rows past the cluster form take fewer, longer chunks as the batch
+// to 64 tokens a thread in shared memory (fp32 and bf16; 12 rows strided and misaligned; 32 rows
+// of 256000, 8 CTAs and 128000 bytes a CTA on an H200); and 24 and 32 rows of 128256, which take
+// clusters narrower than 8 CTAs, as many as run the batch in the fewest waves (on an H200 24 rows
+// of 4 CTAs in one wave, 32 rows of 6 in two). Rows past the cluster form take fewer, longer chunks as the batch
 // grows (topk_split_k.cu, plan_for): 2^20+3 tokens at 4, 8 and 16 rows, where forced split_k
 // lists 163 binned chunks a row at K = 50 and auto 66 / 33 / 16 fused ones, with ties, a NaN row
 // and bf16 beside LLM-like logits, and 4 rows of 2^22+3. Past K = 256 (the merge's radix select)
@@ -209,6 +210,7 @@ std::vector<TopkCase> batch_cases() {
   Extra strided;
   strided.layout = Layout{200003 + 5, 3};
   add(out, DType::f32, 200003, 12, 50, Dist::llm_like, {}, strided);
+  add(out, DType::f32, 256000, 32, 50, Dist::llm_like);
   for (Dist d : kAllDists) {
     if (d != Dist::llm_like) add(out, DType::f32, 128256, 8, 50, d);  // llm_like: above
     add(out, DType::bf16, 100003, 9, 16, d);
@@ -245,10 +247,10 @@ std::vector<TopkCase> huge_cases() {
 // 32K-token chunks of the fused core at K = 256, selecting from their candidates (LLM-like) or,
 // the candidate lists overflowing, from the chunk itself (constant). One cluster a row
 // (topk_cluster.cu): a constant row (the select goes down to the index bits, level by level),
-// a NaN row on a misaligned base, +inf, a 16-CTA LLM-like bf16 row, 16 rows of 128256 and 8 of
-// 256000 on a misaligned base (up to 128 KB a CTA, in shared memory) through `automatic` in
-// narrower clusters (on a device holding fewer than 16 clusters of 16), and the K = 1 kernel on a
-// masked row and on +inf at a misaligned base.
+// a NaN row on a misaligned base, +inf, a 16-CTA LLM-like bf16 row, 16 rows of 128256 and 19 of
+// 256000 on a misaligned base (8 CTAs a row on an H200, ~128 KB a CTA in shared memory) through
+// `automatic` in narrower clusters (on a device holding fewer than 16 clusters of 16), and the
+// K = 1 kernel on a masked row and on +inf at a misaligned base.
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   const auto one = [&](TopkImpl impl, DType dt, int64_t V, int64_t rows, int32_t k, Dist d, Layout layout) {
@@ -270,7 +272,7 @@ std::vector<TopkCase> sanitize_cases() {
   one(TopkImpl::split_k, DType::bf16, 256000, 1, 50, Dist::llm_like, {});
   one(TopkImpl::automatic, DType::f32, 128256, 16, 50, Dist::llm_like, {});
   one(TopkImpl::split_k, DType::f32, 128256, 2, 1, Dist::pm_inf, Layout{0, 1});
-  one(TopkImpl::automatic, DType::f32, 256000, 8, 50, Dist::llm_like, Layout{0, 1});
+  one(TopkImpl::automatic, DType::f32, 256000, 19, 50, Dist::llm_like, Layout{0, 1});
   return finish(out, true);
 }
 
