@@ -7,8 +7,9 @@
 // shared memory), and they agree on the row's threshold through distributed shared memory
 // instead of a workspace and a second launch.
 //
-//  1. Every CTA loads its chunk into registers (or shared memory: SharedChunk), folds it into one (m, d) a warp and counts its
-//     keys' top 12 bits (the 4096 bins of block_bin_threshold.cuh) in its shared memory.
+//  1. Every CTA loads its chunk into registers (or shared memory: SharedChunk), folds it into
+//     one (m, d) a warp and counts its keys' top 12 bits (the 4096 bins of
+//     block_bin_threshold.cuh) in its shared memory.
 //  2. Cluster barrier. Warp 0 of the leader (rank 0) reads every warp's maximum, then walks the
 //     cluster's counts down from the maximum's bin, 32 bins a step, to the bin holding the
 //     row's K-th largest key (with logits, one step). Warp 1 merges the row's (m, d) meanwhile.
@@ -176,7 +177,8 @@ struct RegisterChunk : ChunkEdges<T> {
 /// Copies 16 bytes from global to shared memory without passing through a register
 /// (cp.async; .cg: cached in L2 only, as the chunk is read from DRAM once).
 __device__ __forceinline__ void copy_vector_async(RawVector* to_shared, const RawVector* from_global) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(to_shared))),
+  const auto shared_address = static_cast<unsigned>(__cvta_generic_to_shared(to_shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address),
                "l"(__cvta_generic_to_global(from_global))
                : "memory");
 }
@@ -636,10 +638,10 @@ ClusterTopkPlan plan_over(int64_t vocab, DType dtype, int max_ctas, int register
 /// the widest size that takes the fewest, its chunks in registers up to kNarrowRegisterElements
 /// a thread and in shared memory up to kNarrowSharedElements (a wave of longer chunks costs far
 /// less than a second wave: 8 x 256000 f32 K = 50, one wave of 8 CTAs 12.6 us, two of 16 16.8,
-/// at e741479; the rule below takes 9 there, 12.4 us);
-/// at K = 1 8-CTA clusters, in registers. Against 8-CTA clusters only (H200, one run, auto, K 50
-/// and 256): 16 rows of 128256-151936 1.28-1.51x (6 CTAs a row, one wave), 32 rows of 32000-
-/// 151936 1.09-1.44x, 8 rows 1.01-1.11x (9 CTAs), the rest 0.96-1.05x.
+/// at e741479; the rule below takes 9 there, 12.4 us); at K = 1 8-CTA clusters, in registers.
+/// Against 8-CTA clusters only (H200, one run, auto, K 50 and 256): 16 rows of 128256-151936
+/// 1.28-1.51x (6 CTAs a row, one wave), 32 rows of 32000-151936 1.09-1.44x, 8 rows 1.01-1.11x
+/// (9 CTAs), the rest 0.96-1.05x.
 ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
                                  SplitSizing sizing) {
   constexpr ClusterTopkPlan kNoPlan{0, 0, 0, 0};

@@ -1,6 +1,6 @@
 // Split-k top-k (issue 4): the fused issue's matrix and exactness bar for few, long rows:
-// rows {1, 2, 3, 7} (4 to 32 in Batch), V up to 2^26. Every case runs twice, forced split_k and auto (which should
-// reach split-k for few long rows), through check_case (common/topk_check.hpp): indices EXACTLY
+// rows {1, 2, 3, 7} (4 to 32 in Batch), V up to 2^26. Every case runs twice, forced split_k and
+// auto (which should reach split-k for few long rows), through check_case (common/topk_check.hpp): indices EXACTLY
 // the CPU oracle's (softk::cpu::topk), probabilities within compare.hpp's fp32 tolerance,
 // row_status, output guards and the oracle-free properties (order, ties, completeness).
 //   Shapes/TopkSplitK    rows {1,2,3,7} x V {1 .. 2^20+3, 2^24+3 (rows 1)} x K {1,2,16,50,256,1024},
@@ -179,8 +179,8 @@ std::vector<TopkCase> input_cases() {
 // to 64 tokens a thread in shared memory (fp32 and bf16; 12 rows strided and misaligned; 32 rows
 // of 256000, 8 CTAs and 128000 bytes a CTA on an H200); and 24 and 32 rows of 128256, which take
 // clusters narrower than 8 CTAs, as many as run the batch in the fewest waves (on an H200 24 rows
-// of 4 CTAs in one wave, 32 rows of 6 in two). Rows past the cluster form take fewer, longer chunks as the batch
-// grows (topk_split_k.cu, plan_for): 2^20+3 tokens at 4, 8 and 16 rows, where forced split_k
+// of 4 CTAs in one wave, 32 rows of 6 in two). Rows past the cluster form take fewer, longer
+// chunks as the batch grows (topk_split_k.cu, plan_for): 2^20+3 tokens at 4, 8 and 16 rows, where forced split_k
 // lists 163 binned chunks a row at K = 50 and auto 66 / 33 / 16 fused ones, with ties, a NaN row
 // and bf16 beside LLM-like logits, and 4 rows of 2^22+3. Past K = 256 (the merge's radix select)
 // the batch plan differs only for more rows: 17 and 24 rows of 500000 at K = 512 take 15 and 11
