@@ -77,41 +77,39 @@ __device__ __forceinline__ void warp_bitonic_merge(TopkKey& a, TopkKey& b, unsig
   warp_bitonic_steps(a, b, lane, descending, descending);
 }
 
-/// Sorts keys[0, n) descending in place; n is a power of two, 64 <= n <= 2 x kThreads. Keys are
-/// unique, so the network's result is the one order there is.
+/// Sorts keys[0, n) descending in place; n is a power of two, at least 64. Keys are unique, so
+/// the network's result is the one order there is.
 ///
-/// A bitonic network whose stages of stride < 64 stay inside a warp: warp w holds keys
-/// [64w, 64w + 64) in two registers a lane (positions p and p + 32), so stride 32 is a swap
+/// A bitonic network whose stages of stride < 64 stay inside a warp: a warp sorts a run of 64
+/// keys [64c, 64c + 64) in two registers a lane (positions p and p + 32), so stride 32 is a swap
 /// within a lane and strides 16..1 are shuffles; only the stages of stride >= 64 go through
-/// shared memory, each behind a barrier. For n = 1024 that is 15 barriers instead of 55.
+/// shared memory, each behind a barrier. For n = 1024 that is 15 barriers instead of 55. Past
+/// 2 x kThreads keys (the cluster kernel's candidates) a warp takes every kWarps-th run in turn.
 /// (H200, 264 blocks of 512 threads sorting at once, mean cycles a block: n = 1024 ~16,800,
 /// 512 ~8,800, 256 ~5,000; ~20,000 / 11,000 / 6,400 with the in-warp steps in runtime loops,
 /// ~23,500 at n = 1024 with every stage through shared memory.)
 template <int kThreads>
 __device__ void block_bitonic_sort_descending(TopkKey* keys, unsigned n) {
   static_assert(kThreads % 32 == 0, "whole warps");
-  const unsigned warp = threadIdx.x / 32;
+  constexpr unsigned kWarps = kThreads / 32;
   const unsigned lane = threadIdx.x % 32;
-  const bool holds = warp < n / 64;  // warp-uniform
-  const unsigned pa = warp * 64 + lane;
-  const unsigned pb = pa + 32;
-  TopkKey a = holds ? keys[pa] : kEmptyKey;
-  TopkKey b = holds ? keys[pb] : kEmptyKey;
-  if (holds) {
+  for (unsigned run = threadIdx.x / 32; run < n / 64; run += kWarps) {
+    const unsigned pa = run * 64 + lane;
+    const unsigned pb = pa + 32;
+    TopkKey a = keys[pa];
+    TopkKey b = keys[pb];
     // Runs of 2..32 inside the warp, alternating in direction; then the warp's 64 in the
     // direction of the run of 128 that holds them (descending where they are the whole list:
-    // n = 64 leaves only warp 0 holding keys, and pa < 64).
+    // n = 64 leaves only run 0, and pa < 64).
 #pragma unroll
     for (unsigned size = 2; size <= 32; size *= 2)
       warp_bitonic_steps(a, b, lane, (pa & size) == 0, (pb & size) == 0, size / 2);
     warp_bitonic_merge(a, b, lane, (pa & 64) == 0);
+    keys[pa] = a;
+    keys[pb] = b;
   }
+  __syncthreads();
   for (unsigned size = 128; size <= n; size *= 2) {  // strides size/2 .. 64 cross warps
-    if (holds) {
-      keys[pa] = a;
-      keys[pb] = b;
-    }
-    __syncthreads();
     for (unsigned stride = size / 2; stride >= 64; stride /= 2) {
       for (unsigned i = threadIdx.x; i < n / 2; i += kThreads) {
         const unsigned lo = 2 * i - (i & (stride - 1));
@@ -125,41 +123,49 @@ __device__ void block_bitonic_sort_descending(TopkKey* keys, unsigned n) {
       }
       __syncthreads();
     }
-    if (holds) {
-      a = keys[pa];
-      b = keys[pb];
+    for (unsigned run = threadIdx.x / 32; run < n / 64; run += kWarps) {
+      const unsigned pa = run * 64 + lane;
+      TopkKey a = keys[pa];
+      TopkKey b = keys[pa + 32];
       warp_bitonic_merge(a, b, lane, (pa & size) == 0);
-    }
-  }
-  if (holds) {
-    keys[pa] = a;
-    keys[pb] = b;
-  }
-  __syncthreads();
-}
-
-/// Sorts storage.winners[0, n) descending (n <= kMaxFastTopK unique keys, written before a
-/// barrier) and returns the sorted keys: a rank sort into storage.ranked for short lists, the
-/// bitonic network in place (padded to a power of two) otherwise.
-template <int kThreads>
-__device__ const TopkKey* block_sort_winners(unsigned n, BlockTopkStorage& storage) {
-  if (n <= kRankSortMaxK) {
-    for (unsigned i = threadIdx.x; i < n; i += kThreads) {
-      const TopkKey key = storage.winners[i];
-      unsigned rank = 0;
-      for (unsigned j = 0; j < n; ++j) rank += storage.winners[j] > key ? 1u : 0u;
-      storage.ranked[rank] = key;
+      keys[pa] = a;
+      keys[pa + 32] = b;
     }
     __syncthreads();
-    return storage.ranked;
   }
-  static_assert(2 * kThreads >= kMaxFastTopK, "the network gives each warp 64 of at most 2 x kThreads keys");
+}
+
+/// Whether block_sort_descending leaves n keys in `ranked` rather than in place.
+__device__ __forceinline__ bool sorted_into_ranked(unsigned n) { return n <= kRankSortMaxK; }
+
+/// Sorts keys[0, n) descending (unique keys, written before a barrier; `keys` has room for n
+/// rounded up to a power of two, at least 64) and returns the sorted keys: a rank sort into
+/// `ranked` (kRankSortMaxK long) for short lists, the bitonic network in place (padded)
+/// otherwise. Ends with a barrier.
+template <int kThreads>
+__device__ const TopkKey* block_sort_descending(TopkKey* keys, unsigned n, TopkKey* ranked) {
+  if (sorted_into_ranked(n)) {
+    for (unsigned i = threadIdx.x; i < n; i += kThreads) {
+      const TopkKey key = keys[i];
+      unsigned rank = 0;
+      for (unsigned j = 0; j < n; ++j) rank += keys[j] > key ? 1u : 0u;
+      ranked[rank] = key;
+    }
+    __syncthreads();
+    return ranked;
+  }
   unsigned padded = 64;
   while (padded < n) padded *= 2;
-  for (unsigned i = n + threadIdx.x; i < padded; i += kThreads) storage.winners[i] = kEmptyKey;  // sorts last
+  for (unsigned i = n + threadIdx.x; i < padded; i += kThreads) keys[i] = kEmptyKey;  // sorts last
   __syncthreads();
-  block_bitonic_sort_descending<kThreads>(storage.winners, padded);
-  return storage.winners;
+  block_bitonic_sort_descending<kThreads>(keys, padded);
+  return keys;
+}
+
+/// Sorts storage.winners[0, n) descending (n <= kMaxFastTopK) and returns the sorted keys.
+template <int kThreads>
+__device__ const TopkKey* block_sort_winners(unsigned n, BlockTopkStorage& storage) {
+  return block_sort_descending<kThreads>(storage.winners, n, storage.ranked);
 }
 
 /// Finds the row's K largest keys and gathers them, in no particular order, into

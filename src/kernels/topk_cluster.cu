@@ -1,5 +1,5 @@
 // Split-k top-k in one launch, for a row that fits the registers of a thread-block cluster
-// (sm_90+, K <= 256): the batch-1 decode case. The two-launch split-k (topk_split_k.cu) spends
+// (sm_90+, K <= 1024): the batch-1 decode case. The two-launch split-k (topk_split_k.cu) spends
 // ~5 us of latency-bound steps in each of its kernels plus a launch between them; here the
 // chunks of a row are the CTAs of one cluster (16 where the device can hold it, else 8; more rows
 // than such clusters hold at once may take narrower ones under `automatic`: cluster_plan_for), each
@@ -13,16 +13,23 @@
 //  2. Cluster barrier. Warp 0 of the leader (rank 0) reads every warp's maximum, then walks the
 //     cluster's counts down from the maximum's bin, 32 bins a step, to the bin holding the
 //     row's K-th largest key (with logits, one step). Warp 1 merges the row's (m, d) meanwhile.
-//  3. If the keys at or above that bin fit the leader's 1024-key gather, its floor is the
+//  3. If the keys at or above that bin are at most kGatherCapacity, its floor is the
 //     threshold. Otherwise (ties, flat rows) every CTA counts the next 12 key bits of the keys
 //     in that bin, the leader sums and scans them, and so on down to the index bits, where keys
 //     are unique: a radix select over the cluster, taken only when winners tie or crowd a bin.
-//  4. Cluster barrier: every CTA sends its keys at or above the threshold (K plus part of a bin)
-//     to the leader. A third barrier, and the leader sorts them and writes the row.
-// Three cluster barriers (two more a further level) and no workspace: nothing to zero, nothing
-// to launch in between. Each DSMEM round trip is ~200 ns, so every remote read a step needs is
-// issued before any is used. K = 1 (greedy decoding) needs no threshold and takes a kernel of
-// its own: step 1 without the counts, then the leader merges every warp's largest key and (m, d).
+//  4. Few candidates (at most 256 in a one-wave batch: K <= ~100 with logits): every CTA sends
+//     its keys at or above the threshold to the leader, and after a third barrier the leader
+//     sorts and writes them (finish_at_leader). More (K = 256 and 1024): every CTA sorts its own;
+//     after a third barrier every CTA copies every CTA's sorted run (one DSMEM round trip), ranks
+//     an equal share of the row's candidates by binary searches in the runs, and writes those
+//     ranked below K; a last barrier keeps each CTA's run until every CTA has copied it
+//     (finish_across_cluster). One CTA sorting ~1100 keys at K = 1024 was the long pole of the
+//     leader's form (the reason it stopped at K = 256 before); a CTA's share is ~1/16 of them.
+// Three or four cluster barriers (two more a further level) and no workspace: nothing to zero,
+// nothing to launch in between. Each DSMEM round trip is ~200 ns, so every remote read a step
+// needs is issued before any is used. K = 1 (greedy decoding) needs no threshold and takes a
+// kernel of its own: step 1 without the counts, then the leader merges every warp's largest key
+// and (m, d).
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -76,18 +83,12 @@ constexpr int kNarrowRegisterElements = 32;
 /// kernel holds two CTAs an SM, so the widest clusters take 8 rows in one wave: 8 x 201088 f32
 /// K = 1 7.68 us there against 9.89 in narrow clusters (H200, another run).
 constexpr int kNarrowSharedElements = 64;
-/// Up to this K the threshold bin almost always leaves few enough keys to gather in one level.
-/// Past it the bin often holds more (bf16 ties above all), each further level costs two cluster
-/// barriers and a 4096-bin pull, and the sort of ~1024 keys dominates: the two-launch split-k
-/// was as fast or faster there (H200, K = 1024: 1 x 128256 bf16 39.9 us vs 39.0; 8 x 128256
-/// bf16 69.5 vs 41.4; only 1 x 128256 f32 was faster here, 22.1 vs 30.7).
-constexpr int32_t kMaxClusterK = 256;
-
 struct ClusterTopkPlan {
   int ctas;                  ///< CTAs a row (the cluster size); 0: the row does not take this form
   int64_t chunk_length;      ///< elements a CTA (a multiple of 16: every chunk keeps the row's 16-byte phase)
   int held_vectors;          ///< 16-byte vectors a thread holds in registers (2, 4 or 8), or kHeldInShared
   std::size_t shared_bytes;  ///< dynamic shared memory a CTA: its chunk where kHeldInShared, else 0
+  unsigned leader_sort_max;  ///< the most candidates the leader sorts alone (finish_at_leader)
 };
 
 
@@ -98,19 +99,48 @@ struct LevelDecision {
   unsigned remaining;  ///< winners still to find among the keys matching the prefix
   unsigned above;      ///< keys above the prefix's range: winners already
   int level;           ///< the level whose digits the CTAs count next
-  bool done;           ///< every key >= prefix is gathered (the threshold)
+  unsigned candidates;  ///< keys >= prefix in the cluster, once done
+  bool done;           ///< every key >= prefix is a candidate (the threshold)
   bool nan_row;        ///< the row holds NaN: nothing is gathered, the leader writes a NaN row
 };
 
 constexpr int kWarps = kClusterThreads / 32;
 
+/// The cluster's keys at or above the threshold: at most this many (K plus part of a bin; twice
+/// kMaxFastTopK, so that K = 1024 is settled at the first level wherever the threshold bin holds
+/// up to 1024 more keys: ~500 at 128256 fp32 logits).
+constexpr unsigned kGatherCapacity = 2 * kMaxFastTopK;
+
+/// In a one-wave batch, up to this many candidates the leader sorts them alone (finish_at_leader);
+/// more are ranked across the cluster (finish_across_cluster), whose copies and last barrier
+/// cost ~1.7 us more than the leader's gather and rank sort at K = 50 (1 x 128256 f32: 9.94 us
+/// against 8.17, H100), and save more than that once the leader's sort is a network of 512 keys
+/// or more (K = 256: 11.45 -> 10.33 us; K = 1024: 29.54 us in two launches -> 14.10).
+constexpr unsigned kLeaderSortMaxCandidates = 256;
+
+/// This CTA's keys at or above the threshold, sorted, and every CTA's copied beside each other:
+/// the row's candidates, ranked by binary searches in each CTA's run (rank_candidates).
+struct ClusterCandidates {
+  unsigned count;
+  TopkKey keys[kGatherCapacity];   ///< this CTA's, sorted in place (or into `ranked`: sorted_run)
+  TopkKey ranked[kRankSortMaxK];   ///< short lists sorted
+  TopkKey row[kGatherCapacity];    ///< every CTA's sorted keys, rank after rank (run_begin)
+  unsigned run_begin[kLargeCluster + 1];
+};
+
 struct ClusterShared {
-  BinHistogram<kClusterThreads> local;  ///< this CTA's counts at the current level
-  BinHistogram<kClusterThreads> total;  ///< the leader's: the cluster's counts (levels past the first)
-  SoftmaxState warp_states[kWarps];     ///< this CTA's (m, d), a state a warp
-  SoftmaxState row_state;               ///< the leader's: every warp state merged
+  union {
+    struct {
+      BinHistogram<kClusterThreads> local;  ///< this CTA's counts at the current level
+      BinHistogram<kClusterThreads> total;  ///< the leader's: the cluster's counts (levels past the first)
+    } counting;
+    ClusterCandidates candidates;  ///< once the threshold is decided, the counts are never read again
+  };
+  SoftmaxState warp_states[kWarps];  ///< this CTA's (m, d), a state a warp
+  SoftmaxState row_state;            ///< the leader's: every warp state merged (copied by every CTA that writes)
   LevelDecision decision;
-  BlockTopkStorage gathered;  ///< the leader's: the keys at or above the threshold, then sorted
+  unsigned gathered;                    ///< the leader's: keys sent to it (finish_at_leader)
+  unsigned run_lengths[kLargeCluster];  ///< every CTA's candidate count, written into every CTA
 };
 
 /// The unaligned head and tail of a CTA's chunk: one scalar a thread, held in a register.
@@ -251,9 +281,6 @@ __device__ __forceinline__ HeldChunk<T, kVectors> hold_chunk(const TopkProblem& 
 // which cluster_limits() never offers (it asks sm90_image_loaded()).
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 
-/// The leader gathers at most this many keys: the sort's limit (block_sort_winners).
-constexpr unsigned kGatherCapacity = kMaxFastTopK;
-
 /// The digit of the key examined at each level of the select: 12 bits at a time from the top
 /// (the first level is the value's sign, exponent and 3 mantissa bits, as in key_bin).
 __device__ constexpr int digit_shift(int level) { return 64 - kBinBits * (level + 1) > 0 ? 64 - kBinBits * (level + 1) : 0; }
@@ -265,7 +292,7 @@ __device__ __forceinline__ unsigned cluster_count(const cg::cluster_group& clust
   const unsigned ranks = cluster.num_blocks();
   unsigned counts[kLargeCluster];
 #pragma unroll
-  for (unsigned r = 0; r < kLargeCluster; ++r) counts[r] = r < ranks ? cluster.map_shared_rank(s.local.counts, r)[b] : 0u;
+  for (unsigned r = 0; r < kLargeCluster; ++r) counts[r] = r < ranks ? cluster.map_shared_rank(s.counting.local.counts, r)[b] : 0u;
   unsigned sum = 0;
 #pragma unroll
   for (unsigned r = 0; r < kLargeCluster; ++r) sum += counts[r];
@@ -351,8 +378,9 @@ __device__ WalkResult walk_from_max(const cg::cluster_group& cluster, ClusterSha
 /// Levels past the first (the whole leader CTA): the cluster's counts summed into `total`, then
 /// scanned for the bin of the remaining-th largest matching key.
 __device__ BinThreshold pull_and_scan(const cg::cluster_group& cluster, ClusterShared& s, unsigned remaining) {
-  for (unsigned b = threadIdx.x; b < kBins; b += kClusterThreads) s.total.counts[b] = cluster_count(cluster, s, b);
-  return s.total.threshold(remaining);  // starts with a barrier: every sum is written
+  BinHistogram<kClusterThreads>& total = s.counting.total;
+  for (unsigned b = threadIdx.x; b < kBins; b += kClusterThreads) total.counts[b] = cluster_count(cluster, s, b);
+  return total.threshold(remaining);  // starts with a barrier: every sum is written
 }
 
 /// The leader's step (the whole leader CTA, after the barrier that made every count visible):
@@ -373,24 +401,168 @@ __device__ void decide(const cg::cluster_group& cluster, ClusterShared& s, const
     next.nan_row = walk.nan_row;
     next.prefix = bin_floor_key(walk.cut.bin);
     next.decided = TopkKey{kBins - 1} << digit_shift(0);
-    next.done = walk.nan_row || walk.cut.at_or_above <= kGatherCapacity;
+    next.candidates = walk.cut.at_or_above;
+    next.done = walk.nan_row || next.candidates <= kGatherCapacity;
     next.remaining = current.remaining - (walk.cut.at_or_above - walk.in_bin);
     next.above = walk.cut.at_or_above - walk.in_bin;
   } else {
     const BinThreshold cut = pull_and_scan(cluster, s, current.remaining);
     const int shift = digit_shift(current.level);
-    const unsigned above_bin = cut.at_or_above - s.total.counts[cut.bin];
+    const unsigned above_bin = cut.at_or_above - s.counting.total.counts[cut.bin];
     next.prefix = current.prefix | (TopkKey{cut.bin} << shift);
     next.decided = current.decided | (TopkKey{kBins - 1} << shift);
     // Keys matching a level-4 prefix differ only in their low 4 bits, so at most 16 share that
     // level's bin and the count is at most K + 15: the search ends there at the latest (the
     // shift == 0 test only makes the bound visible to a reader).
-    next.done = current.above + cut.at_or_above <= kGatherCapacity || shift == 0;
+    next.candidates = current.above + cut.at_or_above;
+    next.done = next.candidates <= kGatherCapacity || shift == 0;
     next.remaining = current.remaining - above_bin;
     next.above = current.above + above_bin;
   }
   if (!next.done) ++next.level;
   if (threadIdx.x < cluster.num_blocks()) *cluster.map_shared_rank(&s.decision, threadIdx.x) = next;
+}
+
+/// A CTA's `length` candidates, sorted, wherever block_sort_descending left them. Only pointer
+/// arithmetic: `candidates` may be another CTA's, and nothing of it is read here.
+__device__ __forceinline__ const TopkKey* sorted_run(const ClusterCandidates& candidates, unsigned length) {
+  return sorted_into_ranked(length) ? candidates.ranked : candidates.keys;
+}
+
+/// Copies every CTA's sorted run into candidates.row, run after run (run_begin, from the lengths
+/// every CTA wrote into s.run_lengths), and the leader's row state. Every remote load a thread
+/// makes is issued before the first is stored: one DSMEM round trip for all.
+__device__ void copy_runs(const cg::cluster_group& cluster, ClusterShared& s) {
+  ClusterCandidates& c = s.candidates;
+  const unsigned ranks = cluster.num_blocks();
+  if (threadIdx.x < 32) {
+    const unsigned lane = threadIdx.x;
+    const unsigned length = lane < ranks ? s.run_lengths[lane] : 0u;
+    const unsigned inclusive = warp_inclusive_sum(length);
+    if (lane <= ranks) c.run_begin[lane] = inclusive - length;  // lane `ranks`: the total
+  }
+  __syncthreads();
+  const unsigned total = c.run_begin[ranks];
+  constexpr int kCopiesPerThread = kGatherCapacity / kClusterThreads;
+  TopkKey copied[kCopiesPerThread];
+#pragma unroll
+  for (int i = 0; i < kCopiesPerThread; ++i) {
+    const unsigned j = threadIdx.x + i * kClusterThreads;
+    if (j < total) {
+      unsigned r = 0;  // the run holding slot j (empty runs are skipped: their end is their begin)
+      while (c.run_begin[r + 1] <= j) ++r;
+      copied[i] = sorted_run(*cluster.map_shared_rank(&c, r), s.run_lengths[r])[j - c.run_begin[r]];
+    }
+  }
+  const bool copies_state = threadIdx.x == kClusterThreads - 1 && cluster.block_rank() != 0;
+  SoftmaxState row_state{};
+  if (copies_state) row_state = *cluster.map_shared_rank(&s.row_state, 0);
+#pragma unroll
+  for (int i = 0; i < kCopiesPerThread; ++i) {
+    const unsigned j = threadIdx.x + i * kClusterThreads;
+    if (j < total) c.row[j] = copied[i];
+  }
+  if (copies_state) s.row_state = row_state;
+}
+
+/// Keys in the descending run [run, run + length) that are larger than `key`.
+__device__ __forceinline__ unsigned count_greater(const TopkKey* run, unsigned length, TopkKey key) {
+  unsigned lo = 0, hi = length;
+  while (lo < hi) {
+    const unsigned mid = (lo + hi) / 2;
+    if (run[mid] > key)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/// Writes the winners among this CTA's share of the row's candidates (an equal slice of
+/// candidates.row per CTA, whichever CTA held them). A candidate's rank in the row is the sum,
+/// over the runs, of the keys larger than it: a group of lanes a candidate (a power of two, at
+/// least the cluster size) searches one run a lane and sums by shuffles. Keys are unique, so
+/// the ranks of all candidates are 0 .. total - 1, and those below K are the row's top K.
+__device__ void write_ranked_slice(const cg::cluster_group& cluster, const ClusterCandidates& c,
+                                   const TopkProblem& problem, int64_t row, const Normalizer& normalizer) {
+  const unsigned ranks = cluster.num_blocks();
+  unsigned lanes = 1;
+  while (lanes < ranks) lanes *= 2;
+  const unsigned total = c.run_begin[ranks];
+  const unsigned begin = total * cluster.block_rank() / ranks;
+  const unsigned end = total * (cluster.block_rank() + 1) / ranks;
+  const unsigned run = threadIdx.x % lanes;
+  float* probs = problem.probs + row * problem.k;
+  int32_t* indices = problem.indices + row * problem.k;
+  for (unsigned first = begin; first < end; first += kClusterThreads / lanes) {  // block-uniform trips
+    const unsigned j = first + threadIdx.x / lanes;
+    const TopkKey key = j < end ? c.row[j] : kEmptyKey;
+    unsigned larger = 0;
+    if (j < end && run < ranks) larger = count_greater(c.row + c.run_begin[run], c.run_begin[run + 1] - c.run_begin[run], key);
+    for (unsigned offset = lanes / 2; offset > 0; offset /= 2) larger += __shfl_xor_sync(0xffffffffu, larger, offset);
+    if (j < end && run == 0 && larger < static_cast<unsigned>(problem.k))
+      write_topk_entry(key, normalizer, problem.log_probs, probs + larger, indices + larger);
+  }
+}
+
+/// The row's status, from the leader's thread 0 once its part of the row is done (not before:
+/// the leader's warp 0 sends keys too, and every CTA waits for them).
+__device__ __forceinline__ void write_row_status(const TopkProblem& problem, int64_t row, const Normalizer& normalizer) {
+  if (threadIdx.x == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
+}
+
+/// Step 4 for few candidates (plan.leader_sort_max): every CTA sends its keys at or above the
+/// threshold to the leader (a remote atomic a key), which sorts them and writes the row after
+/// one barrier.
+template <typename Chunk>
+__device__ void finish_at_leader(const cg::cluster_group& cluster, ClusterShared& s, const Chunk& held,
+                                 const LevelDecision& decision, const TopkProblem& problem, int64_t row) {
+  unsigned* leader_count = cluster.map_shared_rank(&s.gathered, 0);
+  TopkKey* leader_keys = cluster.map_shared_rank(s.candidates.keys, 0);
+  for_each_held_key(held, [&](TopkKey key) {
+    if (key >= decision.prefix) {
+      const unsigned slot = atomicAdd(leader_count, 1u);
+      if (slot < kGatherCapacity) leader_keys[slot] = key;  // always: the decision bounded the count
+    }
+  });
+  cluster.sync();  // every key at the leader; no CTA's shared memory is read after this
+  if (cluster.block_rank() != 0) return;
+  const TopkKey* sorted =
+      block_sort_descending<kClusterThreads>(s.candidates.keys, decision.candidates, s.candidates.ranked);
+  const Normalizer normalizer(s.row_state, problem.k_exp);
+  float* probs = problem.probs + row * problem.k;
+  int32_t* indices = problem.indices + row * problem.k;
+  for (unsigned j = threadIdx.x; j < static_cast<unsigned>(problem.k); j += kClusterThreads)
+    write_topk_entry(sorted[j], normalizer, problem.log_probs, probs + j, indices + j);
+  write_row_status(problem, row, normalizer);
+}
+
+/// Step 4 for more candidates: every CTA sorts its own, the cluster copies them all, and each
+/// CTA ranks and writes an equal share (copy_runs, write_ranked_slice).
+template <typename Chunk>
+__device__ void finish_across_cluster(const cg::cluster_group& cluster, ClusterShared& s, const Chunk& held,
+                                      const LevelDecision& decision, const TopkProblem& problem, int64_t row) {
+  ClusterCandidates& candidates = s.candidates;
+  if (threadIdx.x == 0) candidates.count = 0;
+  __syncthreads();
+  for_each_held_key(held, [&](TopkKey key) {
+    if (key >= decision.prefix) {
+      const unsigned slot = atomicAdd(&candidates.count, 1u);
+      if (slot < kGatherCapacity) candidates.keys[slot] = key;  // always: the decision bounded the cluster's count
+    }
+  });
+  __syncthreads();
+  const unsigned count = min(candidates.count, kGatherCapacity);
+  block_sort_descending<kClusterThreads>(candidates.keys, count, candidates.ranked);
+  if (threadIdx.x < cluster.num_blocks()) cluster.map_shared_rank(s.run_lengths, threadIdx.x)[cluster.block_rank()] = count;
+  cluster.sync();  // every CTA's run sorted, and every length in every CTA
+  copy_runs(cluster, s);
+  auto copied = cluster.barrier_arrive();  // this thread reads no other CTA's shared memory after this
+  __syncthreads();                         // the row's candidates all in candidates.row
+  const Normalizer normalizer(s.row_state, problem.k_exp);
+  write_ranked_slice(cluster, candidates, problem, row, normalizer);
+  if (cluster.block_rank() == 0) write_row_status(problem, row, normalizer);
+  cluster.barrier_wait(std::move(copied));  // no CTA exits while another still copies its run
 }
 
 #endif  // sm_90+
@@ -409,61 +581,48 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
 
   const HeldChunk<T, kVectors> held = hold_chunk<T, kVectors>(problem, plan, row, rank);
 
-  s.local.clear();
-  if (leader && threadIdx.x == 0) s.gathered.count = 0;
-  __syncthreads();  // counters zeroed before the adds
+  s.counting.local.clear();
+  if (leader && threadIdx.x == 0) s.gathered = 0;
+  __syncthreads();  // counters zeroed before the adds (and before the first cluster barrier)
   held.land();
 
   SoftmaxState state = empty_state();
   held.for_each_group([&](const auto& group) {
     accumulate(state, group, problem.k_exp);
-    s.local.add_values(group);
+    s.counting.local.add_values(group);
   });
   // A state a warp, merged by the leader later: no block-wide reduction (two barriers and a
   // serial merge) in front of the first cluster barrier.
   state = warp_reduce(state, problem.k_exp);
   if (threadIdx.x % 32 == 0) s.warp_states[threadIdx.x / 32] = state;
 
-  LevelDecision decision{0, 0, k, 0, 0, false, false};
+  LevelDecision decision{0, 0, k, 0, 0, 0, false, false};
   for (;;) {
     cluster.sync();  // every count and warp state of the cluster visible
     if (leader) decide(cluster, s, decision, problem.k_exp);
     cluster.sync();  // the decision in every CTA; the counts no longer read
     decision = s.decision;
     if (decision.done) break;
-    s.local.clear();
+    s.counting.local.clear();
     __syncthreads();
     const int shift = digit_shift(decision.level);
     for_each_held_key(held, [&](TopkKey key) {
       if ((key & decision.decided) == decision.prefix)
-        atomicAdd(&s.local.counts[static_cast<unsigned>(key >> shift) & (kBins - 1)], 1u);
+        atomicAdd(&s.counting.local.counts[static_cast<unsigned>(key >> shift) & (kBins - 1)], 1u);
     });
   }
 
-  if (!decision.nan_row) {
-    unsigned* leader_count = cluster.map_shared_rank(&s.gathered.count, 0);
-    TopkKey* leader_keys = cluster.map_shared_rank(s.gathered.winners, 0);
-    for_each_held_key(held, [&](TopkKey key) {
-      if (key >= decision.prefix) {
-        const unsigned slot = atomicAdd(leader_count, 1u);
-        if (slot < kGatherCapacity) leader_keys[slot] = key;  // always: the decision bounded the count
-      }
-    });
-  }
-  cluster.sync();  // every key at the leader; no CTA's shared memory is read after this
-  if (!leader) return;
-
-  const Normalizer normalizer(s.row_state, problem.k_exp);
-  if (threadIdx.x == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
-  float* probs = problem.probs + row * problem.k;
-  int32_t* indices = problem.indices + row * problem.k;
-  if (decision.nan_row) {  // block-uniform; the row state says has_nan too
-    write_nan_row<kClusterThreads>(k, probs, indices);
+  if (decision.nan_row) {  // cluster-uniform; the row state says has_nan too
+    if (!leader) return;
+    write_row_status(problem, row, Normalizer(s.row_state, problem.k_exp));
+    write_nan_row<kClusterThreads>(k, problem.probs + row * problem.k, problem.indices + row * problem.k);
     return;
   }
-  const TopkKey* sorted = block_sort_winners<kClusterThreads>(s.gathered.count, s.gathered);
-  for (unsigned j = threadIdx.x; j < k; j += kClusterThreads)
-    write_topk_entry(sorted[j], normalizer, problem.log_probs, probs + j, indices + j);
+
+  if (decision.candidates <= plan.leader_sort_max)
+    finish_at_leader(cluster, s, held, decision, problem, row);
+  else
+    finish_across_cluster(cluster, s, held, decision, problem, row);
 #endif
 }
 
@@ -626,12 +785,14 @@ ClusterTopkPlan plan_over(int64_t vocab, DType dtype, int max_ctas, int register
   const int64_t vectors_per_thread = (chunk_length / width + kClusterThreads - 1) / kClusterThreads;
   int held = 2;
   while (held < vectors_per_thread) held *= 2;
-  if (held <= kMaxHeldVectors && held * width <= register_elements) return {ctas, chunk_length, held, 0};
-  return {ctas, chunk_length, kHeldInShared, static_cast<std::size_t>(chunk_length) * dtype_size(dtype)};
+  if (held <= kMaxHeldVectors && held * width <= register_elements) return {ctas, chunk_length, held, 0, 0};
+  return {ctas, chunk_length, kHeldInShared, static_cast<std::size_t>(chunk_length) * dtype_size(dtype), 0};
 }
 
-/// The plan for `rows` rows of `vocab` tokens; ctas 0 when a row does not fit or K is past
-/// kMaxClusterK. Per row, it depends on V, K, the dtype and the device only, so a row gets the
+constexpr ClusterTopkPlan kNoPlan{0, 0, 0, 0, 0};
+
+/// The cluster size and chunks for `rows` rows of `vocab` tokens; ctas 0 when a row does not fit
+/// or K is past kMaxFastTopK. Per row, it depends on V, K, the dtype and the device only, so a row gets the
 /// same bits whatever batch it sits in: the widest clusters, holding the row in registers. Per
 /// batch, rows past what those clusters hold at once take narrower clusters, of which more are
 /// resident (an H200: 7 of 10-16 CTAs, 9 of 9, 15 of 8), where that takes fewer waves: at K > 1
@@ -642,12 +803,9 @@ ClusterTopkPlan plan_over(int64_t vocab, DType dtype, int max_ctas, int register
 /// Against 8-CTA clusters only (H200, one run, auto, K 50 and 256): 16 rows of 128256-151936
 /// 1.28-1.51x (6 CTAs a row, one wave), 32 rows of 32000-151936 1.09-1.44x, 8 rows 1.01-1.11x
 /// (9 CTAs), the rest 0.96-1.05x.
-ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
+ClusterTopkPlan cluster_size_for(int64_t rows, int64_t vocab, DType dtype, int32_t k, const ClusterLimits& limits,
                                  SplitSizing sizing) {
-  constexpr ClusterTopkPlan kNoPlan{0, 0, 0, 0};
-  if (k > kMaxClusterK) return kNoPlan;
-  const ClusterLimits& limits = cluster_limits(device);
-  if (limits.max_ctas == 0) return kNoPlan;
+  if (k > kMaxFastTopK || limits.max_ctas == 0) return kNoPlan;
   const int width = 16 / static_cast<int>(dtype_size(dtype));
   const ClusterTopkPlan widest = plan_over(vocab, dtype, limits.max_ctas, kMaxHeldVectors * width);
   if (widest.held_vectors == kHeldInShared) return kNoPlan;
@@ -677,11 +835,31 @@ ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32
   return best;
 }
 
+/// cluster_size_for, and how the row's winners are sorted: by the leader alone up to
+/// kLeaderSortMaxCandidates candidates, else across the cluster (finish_across_cluster), which
+/// holds every CTA to the end. So where the batch takes more than one wave, whose next clusters
+/// start on the SMs the other CTAs leave while the leader sorts, the leader sorts them all:
+/// 16 x 256000 f32 K = 256 (9-CTA clusters, two waves) took 34.7 us across the cluster against
+/// 29.6 at the leader (H100, one run). Past K = kLeaderSortMaxCandidates there, `automatic` takes
+/// the two-launch form instead (K = 1024: 37.1 us against 47.5 across the cluster); forced
+/// split_k keeps the cluster, so that a row's bits never depend on its batch.
+ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
+                                 SplitSizing sizing) {
+  const ClusterLimits& limits = cluster_limits(device);
+  ClusterTopkPlan plan = cluster_size_for(rows, vocab, dtype, k, limits, sizing);
+  if (plan.ctas == 0) return kNoPlan;
+  const bool one_wave = rows <= limits.resident[plan.ctas];
+  if (!one_wave && static_cast<unsigned>(k) > kLeaderSortMaxCandidates && sizing == SplitSizing::per_batch)
+    return kNoPlan;
+  plan.leader_sort_max = one_wave ? kLeaderSortMaxCandidates : kGatherCapacity;
+  return plan;
+}
+
 }  // namespace
 
-bool topk_cluster_fits(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
-  // A narrower plan is only ever taken where the widest one fits.
-  return cluster_plan_for(1, vocab, dtype, k, device, SplitSizing::per_row).ctas != 0;
+bool topk_cluster_fits(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
+                       SplitSizing sizing) {
+  return cluster_plan_for(rows, vocab, dtype, k, device, sizing).ctas != 0;
 }
 
 void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,

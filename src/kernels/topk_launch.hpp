@@ -44,8 +44,10 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
                          const LaunchContext& launch, SplitSizing sizing);
 
 /// Whether split-k runs as one cluster a row (topk_cluster.cu): the row fits a cluster's
-/// registers on this device (sm_90+), and K <= 256, where that form measured faster.
-bool topk_cluster_fits(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device);
+/// registers on this device (sm_90+), and, under per_batch sizing past K = 256, the batch runs
+/// in one wave of clusters.
+bool topk_cluster_fits(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
+                       SplitSizing sizing);
 void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,
                          SplitSizing sizing);
 

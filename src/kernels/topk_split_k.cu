@@ -1,6 +1,6 @@
 // Split-k top-k, for few rows and long rows: a block per row leaves most SMs idle, so each row
 // is cut into chunks, one block each. (A row that fits the registers of one thread-block
-// cluster, at K <= 256, runs in a single launch instead: topk_cluster.cu. This file is the
+// cluster runs in a single launch instead: topk_cluster.cu. This file is the
 // general form: any V, any K <= kMaxFastTopK, any GPU.)
 //  Launch 1  every chunk writes its (m, d) and an unsorted list of keys that holds its exact
 //            top-K:
@@ -286,13 +286,15 @@ std::size_t per_row_plan_bytes(int64_t rows, int64_t vocab, int32_t k, int sm_co
 }  // namespace
 
 std::size_t topk_split_k_workspace_size(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
-  if (topk_cluster_fits(vocab, dtype, k, device)) return 0;
+  // Sized for the two-launch form wherever `automatic` might take it (it takes the cluster in
+  // fewer cases than forced split_k does).
+  if (topk_cluster_fits(rows, vocab, dtype, k, device, SplitSizing::per_batch)) return 0;
   return per_row_plan_bytes(rows, vocab, k, device.sm_count);
 }
 
 void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, void* workspace,
                          const LaunchContext& launch, SplitSizing sizing) {
-  if (topk_cluster_fits(problem.vocab, problem.dtype, problem.k, device)) {
+  if (topk_cluster_fits(problem.rows, problem.vocab, problem.dtype, problem.k, device, sizing)) {
     launch_topk_cluster(problem, device, launch, sizing);
     return;
   }

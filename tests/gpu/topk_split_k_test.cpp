@@ -12,7 +12,7 @@
 //                        rows 4-24 at V >= 2^20+3 (one 2^22+3), where it takes longer chunks
 //   Huge/TopkSplitK      V = 2^24+3 on the inputs that stress the merge, and V = 2^26 (K = 50,
 //                        f32 llm_like and bf16 normal)
-//   Sanitize/TopkSplitK  seventeen small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
+//   Sanitize/TopkSplitK  nineteen small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
 //                        through both forms (one cluster a row, two launches)
 // plus TopkSplitKWorkspace (too-small / null workspace) and TopkSplitKDispatch (auto keeps room
 // for split-k when a single row is long). '--gtest_filter=*SplitK*' selects all of it.
@@ -239,18 +239,20 @@ std::vector<TopkCase> huge_cases() {
 }
 
 // Small cases for compute-sanitizer memcheck / racecheck / synccheck, through both forms of
-// split-k. Two-launch (V past a cluster's registers, or K > 256): a NaN row on a misaligned base;
-// ties over many chunks (K = 1024, and K = 50 at 300000, where every binned chunk's threshold
-// bin overflows its list and the merge's bin overflows its gather: both exact fallbacks); +inf
-// across chunks; a misaligned 2^20+3 row through both split_k and auto, and 4 aligned rows of
-// 2^20+3 through auto (the batch's longer chunks run the fused core where one row's are binned);
-// 32K-token chunks of the fused core at K = 256, selecting from their candidates (LLM-like) or,
-// the candidate lists overflowing, from the chunk itself (constant). One cluster a row
-// (topk_cluster.cu): a constant row (the select goes down to the index bits, level by level),
-// a NaN row on a misaligned base, +inf, a 16-CTA LLM-like bf16 row, 16 rows of 128256 and 19 of
-// 256000 on a misaligned base (8 CTAs a row on an H200, ~128 KB a CTA in shared memory) through
-// `automatic` in narrower clusters (on a device holding fewer than 16 clusters of 16), and the
-// K = 1 kernel on a masked row and on +inf at a misaligned base.
+// split-k. Two-launch (V past a cluster's registers): ties over many chunks (K = 50 at 300000,
+// where every binned chunk's threshold bin overflows its list and the merge's bin overflows its
+// gather: both exact fallbacks); +inf across chunks at K = 1024; a misaligned 2^20+3 row through
+// both split_k and auto, and 4 aligned rows of 2^20+3 through auto (the batch's longer chunks
+// run the fused core where one row's are binned); 32K-token chunks of the fused core at K =
+// 256, selecting from their candidates (LLM-like) or, the candidate lists overflowing, from the
+// chunk itself (constant). One cluster a row (topk_cluster.cu): constant rows (the select goes
+// down to the index bits, level by level; at K = 1024 the first CTA holds every candidate and
+// sorts ~2048), NaN rows on a misaligned base, +inf, a 16-CTA LLM-like bf16 row, K = 1024 over
+// 16 CTAs on a misaligned base (~1500 candidates in every CTA's runs) and on an ascending bf16
+// row (the candidates in the last CTAs), 16 rows of 128256 and 19 of 256000 on a misaligned base
+// (8 CTAs a row on an H200, ~128 KB a CTA in shared memory) through `automatic` in narrower
+// clusters (on a device holding fewer than 16 clusters of 16), and the K = 1 kernel on a masked
+// row and on +inf at a misaligned base.
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   const auto one = [&](TopkImpl impl, DType dt, int64_t V, int64_t rows, int32_t k, Dist d, Layout layout) {
@@ -273,6 +275,8 @@ std::vector<TopkCase> sanitize_cases() {
   one(TopkImpl::automatic, DType::f32, 128256, 16, 50, Dist::llm_like, {});
   one(TopkImpl::split_k, DType::f32, 128256, 2, 1, Dist::pm_inf, Layout{0, 1});
   one(TopkImpl::automatic, DType::f32, 256000, 19, 50, Dist::llm_like, Layout{0, 1});
+  one(TopkImpl::split_k, DType::f32, 128256, 2, 1024, Dist::llm_like, Layout{0, 1});
+  one(TopkImpl::split_k, DType::bf16, 151936, 1, 1024, Dist::ascending, {});
   return finish(out, true);
 }
 
