@@ -1,6 +1,7 @@
 #include "dispatch.hpp"
 
 #include "kernels/softmax_launch.hpp"
+#include "kernels/topk_launch.hpp"
 
 namespace softk::detail {
 
@@ -23,11 +24,11 @@ SoftmaxAlgorithm choose_softmax_algorithm(int64_t rows, int64_t vocab, DType dty
 
 // Top-k (H200, bench/RESULTS.md "Top-k dispatch"): K past the fused path's limit goes to radix
 // select. Split-k pays for itself once a row is long enough; 32000 is the shortest V measured,
-// and split-k wins there except at K > 256 in bf16 without clusters:
+// and split-k wins there except at K > 256 in bf16 in two launches:
 //  - from 64000 bytes a row (1 x 32000 bf16, K = 50: split-k 11.1 us vs fused 19.6; K = 256:
-//    15.3 vs 28.6; K = 1024 in one cluster, sm_90+: 14.9 vs 22.8 on an H100);
-//  - K > 256 before sm_90, in two launches: from 128000 bytes (1 x 32000 f32, K = 1024: split-k
-//    26.6 us vs fused 33.8; 1 x 32000 bf16, 64000 bytes: fused 31.7 vs split-k 34.3);
+//    15.3 vs 28.6; K = 1024 where the row takes one cluster: 14.9 vs 22.8 on an H100);
+//  - K > 256 in two launches (no cluster for the row): from 128000 bytes (1 x 32000 f32, K =
+//    1024: split-k 26.6 us vs fused 33.8; 1 x 32000 bf16, 64000 bytes: fused 31.7 vs 34.3);
 // and only while the rows alone leave most SMs idle: up to SMs / 4 rows (256 rows: fused). That
 // holds for both forms of split-k. The one-cluster form (topk_cluster.cu) runs 7 rows at a time
 // when a row takes 16 CTAs, yet at 32 rows it is still about level with a block per row (32 x
@@ -39,7 +40,8 @@ SoftmaxAlgorithm choose_softmax_algorithm(int64_t rows, int64_t vocab, DType dty
 int64_t max_split_k_topk_rows(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
   if (k > kMaxFastTopK) return 0;
   const int64_t row_bytes = vocab * static_cast<int64_t>(dtype_size(dtype));
-  const int64_t min_row_bytes = k <= 256 || device.compute_major >= 9 ? 64000 : 128000;
+  const bool one_cluster = kernels::topk_cluster_fits(1, vocab, dtype, k, device, kernels::SplitSizing::per_row);
+  const int64_t min_row_bytes = (k <= 256 || one_cluster) ? 64000 : 128000;
   return row_bytes >= min_row_bytes ? device.sm_count / 4 : 0;
 }
 

@@ -44,13 +44,16 @@ Plan plan_for(const LogitsView& logits, int32_t k, TopkAlgorithm algorithm) {
   switch (algorithm) {
     case TopkAlgorithm::radix_select: return {algorithm, kernels::topk_radix_workspace_size(rows, k)};
     case TopkAlgorithm::split_k:
-      return {algorithm, kernels::topk_split_k_workspace_size(rows, logits.vocab, logits.dtype, k, device)};
+      return {algorithm, kernels::topk_split_k_workspace_size(rows, logits.vocab, logits.dtype, k, device,
+                                                              kernels::SplitSizing::per_row)};
     default: break;
   }
   const TopkAlgorithm chosen = detail::choose_topk_algorithm(rows, logits.vocab, logits.dtype, k, device);
   if (chosen == TopkAlgorithm::radix_select) return {chosen, kernels::topk_radix_workspace_size(rows, k)};
   const int64_t split_rows = std::min(rows, detail::max_split_k_topk_rows(logits.vocab, logits.dtype, k, device));
-  return {chosen, split_rows > 0 ? kernels::topk_split_k_workspace_size(split_rows, logits.vocab, logits.dtype, k, device) : 0};
+  return {chosen, split_rows > 0 ? kernels::topk_split_k_workspace_size(split_rows, logits.vocab, logits.dtype, k,
+                                                                        device, kernels::SplitSizing::per_batch)
+                                 : 0};
 }
 
 }  // namespace

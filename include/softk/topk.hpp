@@ -17,11 +17,12 @@ namespace softk {
 ///                  sorts them (CUB segmented sort). Slower, exact, the path for K > 1024.
 ///  - split_k:      few rows, long rows: each row is cut into chunks, one block each, and
 ///                  the chunks' (m, d) and candidate keys are merged into the row's top-K. On
-///                  sm_90+, a row that fits the registers of one thread-block
-///                  cluster (up to 256K fp32 or 512K fp16 / bf16 tokens) runs in one launch, its
-///                  chunks agreeing on a threshold through distributed shared memory (no
-///                  workspace). Otherwise a chunk writes its (m, d) and a list of keys holding
-///                  its local top-K to the workspace, and a second launch merges them.
+///                  sm_90+, a row that fits the registers of one thread-block cluster (up to
+///                  256K fp32 or 512K fp16 / bf16 tokens) runs in one launch, its chunks
+///                  agreeing on a threshold through distributed shared memory (no workspace;
+///                  under `automatic`, K > 256 only in a batch the clusters take in one wave).
+///                  Otherwise a chunk writes its (m, d) and a list of keys holding its local
+///                  top-K to the workspace, and a second launch merges them.
 ///                  K <= 1024, rows <= 65535.
 enum class TopkAlgorithm : int32_t { automatic, fused, radix_select, split_k };
 

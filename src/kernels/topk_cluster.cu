@@ -17,14 +17,15 @@
 //     threshold. Otherwise (ties, flat rows) every CTA counts the next 12 key bits of the keys
 //     in that bin, the leader sums and scans them, and so on down to the index bits, where keys
 //     are unique: a radix select over the cluster, taken only when winners tie or crowd a bin.
-//  4. Few candidates (at most 256 in a one-wave batch: K <= ~100 with logits): every CTA sends
-//     its keys at or above the threshold to the leader, and after a third barrier the leader
-//     sorts and writes them (finish_at_leader). More (K = 256 and 1024): every CTA sorts its own;
-//     after a third barrier every CTA copies every CTA's sorted run (one DSMEM round trip), ranks
-//     an equal share of the row's candidates by binary searches in the runs, and writes those
-//     ranked below K; a last barrier keeps each CTA's run until every CTA has copied it
-//     (finish_across_cluster). One CTA sorting ~1100 keys at K = 1024 was the long pole of the
-//     leader's form (the reason it stopped at K = 256 before); a CTA's share is ~1/16 of them.
+//  4. Few candidates (at most 256: K <= ~100 with logits), or a batch of more than one wave of
+//     clusters: every CTA sends its keys at or above the threshold to the leader, and after a
+//     third barrier the leader sorts and writes them (finish_at_leader). More (K = 256 and
+//     1024): every CTA sorts its own; after a third barrier every CTA copies every CTA's sorted
+//     run (one DSMEM round trip), ranks an equal share of the row's candidates by binary
+//     searches in the runs, and writes those ranked below K; a last barrier keeps each CTA's
+//     run until every CTA has copied it (finish_across_cluster). One CTA sorting ~1100 keys at
+//     K = 1024 was the long pole of the leader's form (the reason it stopped at K = 256
+//     before); a CTA's share is ~1/16 of them.
 // Three or four cluster barriers (two more a further level) and no workspace: nothing to zero,
 // nothing to launch in between. Each DSMEM round trip is ~200 ns, so every remote read a step
 // needs is issued before any is used. K = 1 (greedy decoding) needs no threshold and takes a
@@ -60,7 +61,7 @@ constexpr int kMaxHeldVectors = 8;
 /// The held-vectors count of a plan whose chunks are held in shared memory instead (SharedChunk).
 constexpr int kHeldInShared = -1;
 /// The most a CTA holds in shared memory: 32768 fp32 (64 a thread; 8 CTAs of 256000 fp32 a row
-/// hold 32000), within the 227 KB of shared memory an sm_90 CTA may have, ClusterShared's 43 KB
+/// hold 32000), within the 227 KB of shared memory an sm_90 CTA may have, ClusterShared's 34 KB
 /// included.
 constexpr std::size_t kMaxSharedChunkBytes = 128 * 1024;
 /// CTAs are added to a row's cluster until each thread holds about this many elements (what a
@@ -94,14 +95,14 @@ struct ClusterTopkPlan {
 
 /// What the leader decided at one level, copied to every CTA of the cluster.
 struct LevelDecision {
-  TopkKey prefix;      ///< the key bits fixed so far (bits outside `decided` are zero)
-  TopkKey decided;     ///< mask of those bits
-  unsigned remaining;  ///< winners still to find among the keys matching the prefix
-  unsigned above;      ///< keys above the prefix's range: winners already
-  int level;           ///< the level whose digits the CTAs count next
+  TopkKey prefix;       ///< the key bits fixed so far (bits outside `decided` are zero)
+  TopkKey decided;      ///< mask of those bits
+  unsigned remaining;   ///< winners still to find among the keys matching the prefix
+  unsigned above;       ///< keys above the prefix's range: winners already
+  int level;            ///< the level whose digits the CTAs count next
   unsigned candidates;  ///< keys >= prefix in the cluster, once done
-  bool done;           ///< every key >= prefix is a candidate (the threshold)
-  bool nan_row;        ///< the row holds NaN: nothing is gathered, the leader writes a NaN row
+  bool done;            ///< every key >= prefix is a candidate (the threshold)
+  bool nan_row;         ///< the row holds NaN: nothing is gathered, the leader writes a NaN row
 };
 
 constexpr int kWarps = kClusterThreads / 32;
@@ -110,19 +111,26 @@ constexpr int kWarps = kClusterThreads / 32;
 /// kMaxFastTopK, so that K = 1024 is settled at the first level wherever the threshold bin holds
 /// up to 1024 more keys: ~500 at 128256 fp32 logits).
 constexpr unsigned kGatherCapacity = 2 * kMaxFastTopK;
+static_assert(kGatherCapacity % kClusterThreads == 0, "copy_runs copies whole rounds of the block");
 
-/// In a one-wave batch, up to this many candidates the leader sorts them alone (finish_at_leader);
-/// more are ranked across the cluster (finish_across_cluster), whose copies and last barrier
-/// cost ~1.7 us more than the leader's gather and rank sort at K = 50 (1 x 128256 f32: 9.94 us
-/// against 8.17, H100), and save more than that once the leader's sort is a network of 512 keys
-/// or more (K = 256: 11.45 -> 10.33 us; K = 1024: 29.54 us in two launches -> 14.10).
+/// In a one-wave batch of clusters of 2 or more CTAs, up to this many candidates the leader sorts
+/// them alone (finish_at_leader); more are ranked across the cluster (finish_across_cluster),
+/// whose copies and last barrier cost ~1.7 us more than the leader's gather and rank sort at
+/// K = 50 (1 x 128256 f32: 9.94 us against 8.17, H100), and save more than that once the
+/// leader's sort is a network of 512 keys or more (K = 256: 11.45 -> 10.33 us; K = 1024: 29.54
+/// us in two launches -> 14.10).
 constexpr unsigned kLeaderSortMaxCandidates = 256;
 
-/// This CTA's keys at or above the threshold, sorted, and every CTA's copied beside each other:
-/// the row's candidates, ranked by binary searches in each CTA's run (rank_candidates).
+/// Past this K, `automatic` takes the cluster form only where the batch runs in one wave of
+/// clusters (cluster_plan_for).
+constexpr int32_t kMultiWaveClusterMaxK = 256;
+
+/// A CTA's keys at or above the threshold (the leader's: the cluster's, in finish_at_leader),
+/// sorted, and every CTA's copied beside each other: the row's candidates, ranked by binary
+/// searches in each CTA's run (write_ranked_slice).
 struct ClusterCandidates {
   unsigned count;
-  TopkKey keys[kGatherCapacity];   ///< this CTA's, sorted in place (or into `ranked`: sorted_run)
+  TopkKey keys[kGatherCapacity];   ///< sorted in place (or into `ranked`: sorted_run)
   TopkKey ranked[kRankSortMaxK];   ///< short lists sorted
   TopkKey row[kGatherCapacity];    ///< every CTA's sorted keys, rank after rank (run_begin)
   unsigned run_begin[kLargeCluster + 1];
@@ -137,9 +145,11 @@ struct ClusterShared {
     ClusterCandidates candidates;  ///< once the threshold is decided, the counts are never read again
   };
   SoftmaxState warp_states[kWarps];  ///< this CTA's (m, d), a state a warp
-  SoftmaxState row_state;            ///< the leader's: every warp state merged (copied by every CTA that writes)
+  SoftmaxState row_state;            ///< the leader's: every warp state merged (copied where CTAs write)
   LevelDecision decision;
-  unsigned gathered;                    ///< the leader's: keys sent to it (finish_at_leader)
+  /// The leader's count of keys sent to it (finish_at_leader): zeroed before the first cluster
+  /// barrier, so that no send can come before it, hence outside the counts' union.
+  unsigned gathered;
   unsigned run_lengths[kLargeCluster];  ///< every CTA's candidate count, written into every CTA
 };
 
@@ -498,17 +508,30 @@ __device__ void write_ranked_slice(const cg::cluster_group& cluster, const Clust
     const unsigned j = first + threadIdx.x / lanes;
     const TopkKey key = j < end ? c.row[j] : kEmptyKey;
     unsigned larger = 0;
-    if (j < end && run < ranks) larger = count_greater(c.row + c.run_begin[run], c.run_begin[run + 1] - c.run_begin[run], key);
+    if (j < end && run < ranks)
+      larger = count_greater(c.row + c.run_begin[run], c.run_begin[run + 1] - c.run_begin[run], key);
     for (unsigned offset = lanes / 2; offset > 0; offset /= 2) larger += __shfl_xor_sync(0xffffffffu, larger, offset);
     if (j < end && run == 0 && larger < static_cast<unsigned>(problem.k))
       write_topk_entry(key, normalizer, problem.log_probs, probs + larger, indices + larger);
   }
 }
 
-/// The row's status, from the leader's thread 0 once its part of the row is done (not before:
-/// the leader's warp 0 sends keys too, and every CTA waits for them).
-__device__ __forceinline__ void write_row_status(const TopkProblem& problem, int64_t row, const Normalizer& normalizer) {
+/// The row's status, from the leader's thread 0 at the end of its work (written earlier, it sits
+/// on the path every CTA waits on: the leader's warp 0 sends keys too).
+__device__ __forceinline__ void write_row_status(const TopkProblem& problem, int64_t row,
+                                                 const Normalizer& normalizer) {
   if (threadIdx.x == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
+}
+
+/// Appends every held key at or above `prefix` to keys[0, *count) (this CTA's, or the leader's).
+template <typename Chunk>
+__device__ __forceinline__ void send_candidates(const Chunk& held, TopkKey prefix, unsigned* count, TopkKey* keys) {
+  for_each_held_key(held, [&](TopkKey key) {
+    if (key >= prefix) {
+      const unsigned slot = atomicAdd(count, 1u);
+      if (slot < kGatherCapacity) keys[slot] = key;  // always: the decision bounded the cluster's count
+    }
+  });
 }
 
 /// Step 4 for few candidates (plan.leader_sort_max): every CTA sends its keys at or above the
@@ -517,18 +540,12 @@ __device__ __forceinline__ void write_row_status(const TopkProblem& problem, int
 template <typename Chunk>
 __device__ void finish_at_leader(const cg::cluster_group& cluster, ClusterShared& s, const Chunk& held,
                                  const LevelDecision& decision, const TopkProblem& problem, int64_t row) {
-  unsigned* leader_count = cluster.map_shared_rank(&s.gathered, 0);
-  TopkKey* leader_keys = cluster.map_shared_rank(s.candidates.keys, 0);
-  for_each_held_key(held, [&](TopkKey key) {
-    if (key >= decision.prefix) {
-      const unsigned slot = atomicAdd(leader_count, 1u);
-      if (slot < kGatherCapacity) leader_keys[slot] = key;  // always: the decision bounded the count
-    }
-  });
+  send_candidates(held, decision.prefix, cluster.map_shared_rank(&s.gathered, 0),
+                  cluster.map_shared_rank(s.candidates.keys, 0));
   cluster.sync();  // every key at the leader; no CTA's shared memory is read after this
   if (cluster.block_rank() != 0) return;
-  const TopkKey* sorted =
-      block_sort_descending<kClusterThreads>(s.candidates.keys, decision.candidates, s.candidates.ranked);
+  const unsigned count = min(s.gathered, kGatherCapacity);
+  const TopkKey* sorted = block_sort_descending<kClusterThreads>(s.candidates.keys, count, s.candidates.ranked);
   const Normalizer normalizer(s.row_state, problem.k_exp);
   float* probs = problem.probs + row * problem.k;
   int32_t* indices = problem.indices + row * problem.k;
@@ -545,16 +562,12 @@ __device__ void finish_across_cluster(const cg::cluster_group& cluster, ClusterS
   ClusterCandidates& candidates = s.candidates;
   if (threadIdx.x == 0) candidates.count = 0;
   __syncthreads();
-  for_each_held_key(held, [&](TopkKey key) {
-    if (key >= decision.prefix) {
-      const unsigned slot = atomicAdd(&candidates.count, 1u);
-      if (slot < kGatherCapacity) candidates.keys[slot] = key;  // always: the decision bounded the cluster's count
-    }
-  });
+  send_candidates(held, decision.prefix, &candidates.count, candidates.keys);
   __syncthreads();
   const unsigned count = min(candidates.count, kGatherCapacity);
-  block_sort_descending<kClusterThreads>(candidates.keys, count, candidates.ranked);
-  if (threadIdx.x < cluster.num_blocks()) cluster.map_shared_rank(s.run_lengths, threadIdx.x)[cluster.block_rank()] = count;
+  block_sort_descending<kClusterThreads>(candidates.keys, count, candidates.ranked);  // others find it: sorted_run
+  if (threadIdx.x < cluster.num_blocks())
+    cluster.map_shared_rank(s.run_lengths, threadIdx.x)[cluster.block_rank()] = count;
   cluster.sync();  // every CTA's run sorted, and every length in every CTA
   copy_runs(cluster, s);
   auto copied = cluster.barrier_arrive();  // this thread reads no other CTA's shared memory after this
@@ -596,7 +609,8 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   state = warp_reduce(state, problem.k_exp);
   if (threadIdx.x % 32 == 0) s.warp_states[threadIdx.x / 32] = state;
 
-  LevelDecision decision{0, 0, k, 0, 0, 0, false, false};
+  LevelDecision decision{};
+  decision.remaining = k;
   for (;;) {
     cluster.sync();  // every count and warp state of the cluster visible
     if (leader) decide(cluster, s, decision, problem.k_exp);
@@ -838,20 +852,20 @@ ClusterTopkPlan cluster_size_for(int64_t rows, int64_t vocab, DType dtype, int32
 /// cluster_size_for, and how the row's winners are sorted: by the leader alone up to
 /// kLeaderSortMaxCandidates candidates, else across the cluster (finish_across_cluster), which
 /// holds every CTA to the end. So where the batch takes more than one wave, whose next clusters
-/// start on the SMs the other CTAs leave while the leader sorts, the leader sorts them all:
-/// 16 x 256000 f32 K = 256 (9-CTA clusters, two waves) took 34.7 us across the cluster against
-/// 29.6 at the leader (H100, one run). Past K = kLeaderSortMaxCandidates there, `automatic` takes
-/// the two-launch form instead (K = 1024: 37.1 us against 47.5 across the cluster); forced
-/// split_k keeps the cluster, so that a row's bits never depend on its batch.
+/// start on the SMs the other CTAs leave while the leader sorts, and in a cluster of one CTA,
+/// the leader sorts them all: 16 x 256000 f32 K = 256 (9-CTA clusters, two waves) took 34.7 us
+/// across the cluster against 29.6 at the leader (H100, one run). Past kMultiWaveClusterMaxK
+/// there, `automatic` takes the two-launch form instead (K = 1024: 37.1 us, where ranking
+/// across the cluster in two waves took 47.5; the leader's sort of ~1800 keys is unmeasured);
+/// forced split_k keeps the cluster, so that a row's bits never depend on its batch.
 ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
                                  SplitSizing sizing) {
   const ClusterLimits& limits = cluster_limits(device);
   ClusterTopkPlan plan = cluster_size_for(rows, vocab, dtype, k, limits, sizing);
   if (plan.ctas == 0) return kNoPlan;
   const bool one_wave = rows <= limits.resident[plan.ctas];
-  if (!one_wave && static_cast<unsigned>(k) > kLeaderSortMaxCandidates && sizing == SplitSizing::per_batch)
-    return kNoPlan;
-  plan.leader_sort_max = one_wave ? kLeaderSortMaxCandidates : kGatherCapacity;
+  if (!one_wave && k > kMultiWaveClusterMaxK && sizing == SplitSizing::per_batch) return kNoPlan;
+  plan.leader_sort_max = one_wave && plan.ctas > 1 ? kLeaderSortMaxCandidates : kGatherCapacity;
   return plan;
 }
 

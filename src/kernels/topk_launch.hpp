@@ -38,8 +38,11 @@ enum class SplitSizing {
 
 /// Split-k top-k, k <= kMaxFastTopK. A row that fits one thread-block cluster (topk_cluster_fits)
 /// runs in one launch with no workspace (topk_cluster.cu); a longer one as a chunk kernel and a
-/// merge kernel, with the workspace from the size query (topk_split_k.cu).
-std::size_t topk_split_k_workspace_size(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device);
+/// merge kernel, with the workspace from the size query (topk_split_k.cu). The query takes the
+/// sizing the launch will: under per_batch, K > 256 in a batch of more than one wave of clusters
+/// takes the two launches.
+std::size_t topk_split_k_workspace_size(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
+                                        SplitSizing sizing);
 void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, void* workspace,
                          const LaunchContext& launch, SplitSizing sizing);
 

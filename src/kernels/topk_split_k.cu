@@ -285,10 +285,9 @@ std::size_t per_row_plan_bytes(int64_t rows, int64_t vocab, int32_t k, int sm_co
 
 }  // namespace
 
-std::size_t topk_split_k_workspace_size(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
-  // Sized for the two-launch form wherever `automatic` might take it (it takes the cluster in
-  // fewer cases than forced split_k does).
-  if (topk_cluster_fits(rows, vocab, dtype, k, device, SplitSizing::per_batch)) return 0;
+std::size_t topk_split_k_workspace_size(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
+                                        SplitSizing sizing) {
+  if (topk_cluster_fits(rows, vocab, dtype, k, device, sizing)) return 0;
   return per_row_plan_bytes(rows, vocab, k, device.sm_count);
 }
 

@@ -12,7 +12,7 @@
 //                        rows 4-24 at V >= 2^20+3 (one 2^22+3), where it takes longer chunks
 //   Huge/TopkSplitK      V = 2^24+3 on the inputs that stress the merge, and V = 2^26 (K = 50,
 //                        f32 llm_like and bf16 normal)
-//   Sanitize/TopkSplitK  nineteen small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
+//   Sanitize/TopkSplitK  twenty small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
 //                        through both forms (one cluster a row, two launches)
 // plus TopkSplitKWorkspace (too-small / null workspace) and TopkSplitKDispatch (auto keeps room
 // for split-k when a single row is long). '--gtest_filter=*SplitK*' selects all of it.
@@ -211,6 +211,10 @@ std::vector<TopkCase> batch_cases() {
   strided.layout = Layout{200003 + 5, 3};
   add(out, DType::f32, 200003, 12, 50, Dist::llm_like, {}, strided);
   add(out, DType::f32, 256000, 32, 50, Dist::llm_like);
+  // K = 1024 past one wave of clusters: forced split_k's leader sorts ~1500-1800 candidates,
+  // auto takes two launches (32 rows of 256000; 8 of 128256 in 16-CTA clusters under split_k).
+  add(out, DType::f32, 256000, 32, 1024, Dist::llm_like);
+  add(out, DType::bf16, 128256, 8, 1024, Dist::llm_like);
   for (Dist d : kAllDists) {
     if (d != Dist::llm_like) add(out, DType::f32, 128256, 8, 50, d);  // llm_like: above
     add(out, DType::bf16, 100003, 9, 16, d);
@@ -249,7 +253,8 @@ std::vector<TopkCase> huge_cases() {
 // down to the index bits, level by level; at K = 1024 the first CTA holds every candidate and
 // sorts ~2048), NaN rows on a misaligned base, +inf, a 16-CTA LLM-like bf16 row, K = 1024 over
 // 16 CTAs on a misaligned base (~1500 candidates in every CTA's runs) and on an ascending bf16
-// row (the candidates in the last CTAs), 16 rows of 128256 and 19 of 256000 on a misaligned base
+// row (the candidates in the last CTAs), 8 rows of 128256 at K = 1024 (two waves of 16-CTA
+// clusters on an H100 / H200: the leader sorts ~1500 keys), 16 rows of 128256 and 19 of 256000 on a misaligned base
 // (8 CTAs a row on an H200, ~128 KB a CTA in shared memory) through `automatic` in narrower
 // clusters (on a device holding fewer than 16 clusters of 16), and the K = 1 kernel on a masked
 // row and on +inf at a misaligned base.
@@ -277,6 +282,7 @@ std::vector<TopkCase> sanitize_cases() {
   one(TopkImpl::automatic, DType::f32, 256000, 19, 50, Dist::llm_like, Layout{0, 1});
   one(TopkImpl::split_k, DType::f32, 128256, 2, 1024, Dist::llm_like, Layout{0, 1});
   one(TopkImpl::split_k, DType::bf16, 151936, 1, 1024, Dist::ascending, {});
+  one(TopkImpl::split_k, DType::f32, 128256, 8, 1024, Dist::llm_like, {});
   return finish(out, true);
 }
 
