@@ -40,8 +40,9 @@ SoftmaxAlgorithm choose_softmax_algorithm(int64_t rows, int64_t vocab, DType dty
 int64_t max_split_k_topk_rows(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
   if (k > kMaxFastTopK) return 0;
   const int64_t row_bytes = vocab * static_cast<int64_t>(dtype_size(dtype));
-  const bool one_cluster = kernels::topk_cluster_fits(1, vocab, dtype, k, device, kernels::SplitSizing::per_row);
-  const int64_t min_row_bytes = (k <= 256 || one_cluster) ? 64000 : 128000;
+  const bool short_rows_pay =
+      k <= 256 || kernels::topk_cluster_fits(1, vocab, dtype, k, device, kernels::SplitSizing::per_row);
+  const int64_t min_row_bytes = short_rows_pay ? 64000 : 128000;
   return row_bytes >= min_row_bytes ? device.sm_count / 4 : 0;
 }
 
