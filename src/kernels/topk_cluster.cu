@@ -129,7 +129,6 @@ constexpr int32_t kMultiWaveClusterMaxK = 256;
 /// sorted, and every CTA's copied beside each other: the row's candidates, ranked by binary
 /// searches in each CTA's run (write_ranked_slice).
 struct ClusterCandidates {
-  unsigned count;
   TopkKey keys[kGatherCapacity];   ///< sorted in place (or into `ranked`: sorted_run)
   TopkKey ranked[kRankSortMaxK];   ///< short lists sorted
   TopkKey row[kGatherCapacity];    ///< every CTA's sorted keys, rank after rank (run_begin)
@@ -147,8 +146,9 @@ struct ClusterShared {
   SoftmaxState warp_states[kWarps];  ///< this CTA's (m, d), a state a warp
   SoftmaxState row_state;            ///< the leader's: every warp state merged (copied where CTAs write)
   LevelDecision decision;
-  /// The leader's count of keys sent to it (finish_at_leader): zeroed before the first cluster
-  /// barrier, so that no send can come before it, hence outside the counts' union.
+  /// Keys sent to this CTA's `candidates.keys`: by every CTA to the leader in finish_at_leader,
+  /// by the CTA itself in finish_across_cluster. Zeroed before the first cluster barrier, so that
+  /// no send can come before it, hence outside the counts' union.
   unsigned gathered;
   unsigned run_lengths[kLargeCluster];  ///< every CTA's candidate count, written into every CTA
 };
@@ -560,11 +560,9 @@ template <typename Chunk>
 __device__ void finish_across_cluster(const cg::cluster_group& cluster, ClusterShared& s, const Chunk& held,
                                       const LevelDecision& decision, const TopkProblem& problem, int64_t row) {
   ClusterCandidates& candidates = s.candidates;
-  if (threadIdx.x == 0) candidates.count = 0;
+  send_candidates(held, decision.prefix, &s.gathered, candidates.keys);
   __syncthreads();
-  send_candidates(held, decision.prefix, &candidates.count, candidates.keys);
-  __syncthreads();
-  const unsigned count = min(candidates.count, kGatherCapacity);
+  const unsigned count = min(s.gathered, kGatherCapacity);
   block_sort_descending<kClusterThreads>(candidates.keys, count, candidates.ranked);  // others find it: sorted_run
   if (threadIdx.x < cluster.num_blocks())
     cluster.map_shared_rank(s.run_lengths, threadIdx.x)[cluster.block_rank()] = count;
@@ -595,7 +593,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   const HeldChunk<T, kVectors> held = hold_chunk<T, kVectors>(problem, plan, row, rank);
 
   s.counting.local.clear();
-  if (leader && threadIdx.x == 0) s.gathered = 0;
+  if (threadIdx.x == 0) s.gathered = 0;
   __syncthreads();  // counters zeroed before the adds (and before the first cluster barrier)
   held.land();
 
@@ -805,18 +803,18 @@ ClusterTopkPlan plan_over(int64_t vocab, DType dtype, int max_ctas, int register
 
 constexpr ClusterTopkPlan kNoPlan{0, 0, 0, 0, 0};
 
-/// The cluster size and chunks for `rows` rows of `vocab` tokens; ctas 0 when a row does not fit
-/// or K is past kMaxFastTopK. Per row, it depends on V, K, the dtype and the device only, so a row gets the
-/// same bits whatever batch it sits in: the widest clusters, holding the row in registers. Per
-/// batch, rows past what those clusters hold at once take narrower clusters, of which more are
-/// resident (an H200: 7 of 10-16 CTAs, 9 of 9, 15 of 8), where that takes fewer waves: at K > 1
-/// the widest size that takes the fewest, its chunks in registers up to kNarrowRegisterElements
-/// a thread and in shared memory up to kNarrowSharedElements (a wave of longer chunks costs far
-/// less than a second wave: 8 x 256000 f32 K = 50, one wave of 8 CTAs 12.6 us, two of 16 16.8,
-/// at e741479; the rule below takes 9 there, 12.4 us); at K = 1 8-CTA clusters, in registers.
-/// Against 8-CTA clusters only (H200, one run, auto, K 50 and 256): 16 rows of 128256-151936
-/// 1.28-1.51x (6 CTAs a row, one wave), 32 rows of 32000-151936 1.09-1.44x, 8 rows 1.01-1.11x
-/// (9 CTAs), the rest 0.96-1.05x.
+/// The cluster size and chunks for `rows` rows of `vocab` tokens; ctas 0 when a row does not fit or
+/// K is past kMaxFastTopK. Per row, it depends on V, K, the dtype and the device only, so a row
+/// gets the same bits whatever batch it sits in: the widest clusters, holding the row in registers.
+/// Per batch, rows past what those clusters hold at once take narrower clusters, of which more are
+/// resident (an H200: 7 of 10-16 CTAs, 9 of 9, 15 of 8), where that takes fewer waves: at K > 1 the
+/// widest size that takes the fewest, its chunks in registers up to kNarrowRegisterElements a
+/// thread and in shared memory up to kNarrowSharedElements (a wave of longer chunks costs far less
+/// than a second wave: 8 x 256000 f32 K = 50, one wave of 8 CTAs 12.6 us, two of 16 16.8, at
+/// e741479; the rule below takes 9 there, 12.4 us); at K = 1 8-CTA clusters, in registers. Against
+/// 8-CTA clusters only (H200, one run, auto, K 50 and 256): 16 rows of 128256-151936 1.28-1.51x (6
+/// CTAs a row, one wave), 32 rows of 32000-151936 1.09-1.44x, 8 rows 1.01-1.11x (9 CTAs), the rest
+/// 0.96-1.05x.
 ClusterTopkPlan cluster_size_for(int64_t rows, int64_t vocab, DType dtype, int32_t k, const ClusterLimits& limits,
                                  SplitSizing sizing) {
   if (k > kMaxFastTopK || limits.max_ctas == 0) return kNoPlan;
