@@ -580,9 +580,10 @@ void register_softmax() {
 void register_topk() {
   std::set<std::tuple<int64_t, int64_t, int32_t>> shapes;  // (rows, V, K), sorted and unique
   const int32_t ks[] = {1, 50, 256, 1024};
-  // Issue 3: batch sizes x LLM vocabularies.
+  // Issue 3: batch sizes x LLM vocabularies; 128 rows for the dispatcher's one-wave-of-clusters
+  // crossover (it may pick split-k past SMs / 4 rows where the batch runs in one wave).
   for (int32_t k : ks)
-    for (int64_t r : {1, 8, 64, 256, 1024})
+    for (int64_t r : {1, 8, 64, 128, 256, 1024})
       for (int64_t v : {32000, 50257, 128256, 151936, 201088, 256000, 1048576}) shapes.emplace(r, v, k);
   // Issue 4: few rows x vocabularies up to 64M (split-k); 32 rows for the dispatcher's
   // crossover (it may pick split-k up to SMs / 4 rows).

@@ -22,34 +22,55 @@ SoftmaxAlgorithm choose_softmax_algorithm(int64_t rows, int64_t vocab, DType dty
   return SoftmaxAlgorithm::two_pass;
 }
 
-// Top-k (H200, bench/RESULTS.md "Top-k dispatch"): K past the fused path's limit goes to radix
+// Top-k (bench/RESULTS.md "Top-k dispatch"): K past the fused path's limit goes to radix
 // select. Split-k pays for itself once a row is long enough; 32000 is the shortest V measured,
-// and split-k wins there except at K > 256 in bf16 in two launches:
+// and split-k wins there except at K > 256 in bf16 in two launches (H200):
 //  - from 64000 bytes a row (1 x 32000 bf16, K = 50: split-k 11.1 us vs fused 19.6; K = 256:
 //    15.3 vs 28.6; K = 1024 where the row takes one cluster: 14.9 vs 22.8 on an H100);
 //  - K > 256 in two launches (no cluster for the row): from 128000 bytes (1 x 32000 f32, K =
-//    1024: split-k 26.6 us vs fused 33.8; 1 x 32000 bf16, 64000 bytes: fused 31.7 vs 34.3);
-// and only while the rows alone leave most SMs idle: up to SMs / 4 rows (256 rows: fused). That
-// holds for both forms of split-k. The one-cluster form (topk_cluster.cu) runs 7 rows at a time
-// when a row takes 16 CTAs, yet at 32 rows it is still about level with a block per row (32 x
-// 128256 f32, K = 50: 34.8 us vs fused 36.8; bf16 151936: 44.3 vs 40.5; 32 x 256000 f32:
-// 43.4 vs 59.9), and shorter rows take fewer CTAs (32 x 32000 f32: 13.3 vs 20.9). Under
-// `automatic` a batch of more rows than that takes narrower clusters, more of them at a time
-// (topk_cluster.cu, cluster_plan_for): 32 x 128256 f32 K = 50 in two waves of 6-CTA clusters,
-// 20.1 us vs fused 29.3; 32 x 256000 f32 K = 50 in 8-CTA clusters, 34.5 vs 44.4.
-int64_t max_split_k_topk_rows(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
-  if (k > kMaxFastTopK) return 0;
+//    1024: split-k 26.6 us vs fused 33.8; 1 x 32000 bf16, 64000 bytes: fused 31.7 vs 34.3).
+namespace {
+
+bool split_k_row_pays(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
   const int64_t row_bytes = vocab * static_cast<int64_t>(dtype_size(dtype));
   const bool short_rows_pay =
-      k <= 256 || kernels::topk_cluster_fits(1, vocab, dtype, k, device, kernels::SplitSizing::per_row);
-  const int64_t min_row_bytes = short_rows_pay ? 64000 : 128000;
-  return row_bytes >= min_row_bytes ? device.sm_count / 4 : 0;
+      k <= 256 || kernels::topk_cluster_waves(1, vocab, dtype, k, device, kernels::SplitSizing::per_row) != 0;
+  return row_bytes >= (short_rows_pay ? 64000 : 128000);
 }
 
+}  // namespace
+
+int64_t max_split_k_topk_rows(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
+  return k <= kMaxFastTopK && split_k_row_pays(vocab, dtype, k, device) ? device.sm_count / 4 : 0;
+}
+
+// Which rows take split-k, by how its batch runs (H100, one run, fused against split-k under
+// `automatic`, V 32000-256000, K 1-1024; bench/RESULTS.md):
+//  - up to SMs / 8 rows, always: 1.09-2.65x over fused at 16 rows, in one or two waves of
+//    clusters or in two launches;
+//  - at any row count, where the batch runs in one wave of clusters: 64 x 32000 f32 K = 50 18.2 ->
+//    12.0 us, 64 x 50257 bf16 K = 256 27.3 -> 17.2 (2-CTA clusters; 1.27-1.75x at 64 rows, and
+//    128 x 32000 in 1-CTA clusters 1.06-1.31x); in three waves (64 x 128256-256000, 4-CTA
+//    clusters) split-k took 1.25-1.7x longer. K = 1, whose kernel has no threshold to agree on,
+//    pays in up to three waves: 1.06-1.49x at 64 x 32000-128256 and 128 x 32000; in four or five
+//    0.54-0.98x (64 x 151936, 128 x 50257 on), except 64 x 201088-256000 f32 (1.07x);
+//  - up to SMs / 4 rows otherwise, except 16-bit logits of a row one cluster holds, whose block
+//    per row streams half the bytes: 32 x 201088-256000 bf16 K = 50-256 in three waves of
+//    clusters 0.88-0.96x, and K = 1024 in two launches 0.64-0.85x (32 x 128256 bf16: 58.2 us vs
+//    fused 37.3); fp32 gains 1.02-1.31x there, bf16 in two waves 1.03-1.12x, and rows too long
+//    for a cluster gain in two launches (32 x 2^20 bf16 K = 1024: 87.4 us vs fused 146.7).
 TopkAlgorithm choose_topk_algorithm(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
   if (k > kMaxFastTopK) return TopkAlgorithm::radix_select;
-  if (rows <= max_split_k_topk_rows(vocab, dtype, k, device)) return TopkAlgorithm::split_k;
-  return TopkAlgorithm::fused;
+  if (!split_k_row_pays(vocab, dtype, k, device)) return TopkAlgorithm::fused;
+  if (rows <= device.sm_count / 8) return TopkAlgorithm::split_k;
+  const int64_t waves = kernels::topk_cluster_waves(rows, vocab, dtype, k, device, kernels::SplitSizing::per_batch);
+  const int64_t max_waves = k == 1 ? 3 : 1;
+  if (waves != 0 && waves <= max_waves) return TopkAlgorithm::split_k;
+  if (rows > max_split_k_topk_rows(vocab, dtype, k, device)) return TopkAlgorithm::fused;
+  const bool row_past_a_cluster =
+      kernels::topk_cluster_waves(1, vocab, dtype, k, device, kernels::SplitSizing::per_row) == 0;
+  const bool half_bytes_pay = waves == 2 || row_past_a_cluster;
+  return dtype_size(dtype) == 4 || half_bytes_pay ? TopkAlgorithm::split_k : TopkAlgorithm::fused;
 }
 
 }  // namespace softk::detail

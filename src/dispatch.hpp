@@ -14,9 +14,11 @@ SoftmaxAlgorithm choose_softmax_algorithm(int64_t rows, int64_t vocab, DType dty
 
 TopkAlgorithm choose_topk_algorithm(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device);
 
-/// The most rows for which choose_topk_algorithm may pick split-k for this (V, dtype, K); 0 if
-/// never. A workspace sized for `automatic` covers split-k at this many rows, so that sizing
-/// once for the largest batch also serves every smaller one.
+/// The most rows for which choose_topk_algorithm may pick split-k in two launches (with a
+/// workspace) for this (V, dtype, K); 0 if never. Past it, split-k is picked only where the batch
+/// runs in one wave of clusters, which needs none. A workspace sized for `automatic` covers
+/// split-k at this many rows, so that sizing once for the largest batch also serves every smaller
+/// one.
 int64_t max_split_k_topk_rows(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device);
 
 }  // namespace softk::detail

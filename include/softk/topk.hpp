@@ -20,7 +20,8 @@ namespace softk {
 ///                  sm_90+, a row that fits the registers of one thread-block cluster (up to
 ///                  256K fp32 or 512K fp16 / bf16 tokens) runs in one launch, its chunks
 ///                  agreeing on a threshold through distributed shared memory (no workspace;
-///                  under `automatic`, K > 256 only in a batch the clusters take in one wave).
+///                  under `automatic`, K > 256 only in a batch the clusters take in one wave,
+///                  which is also how a batch of more than SMs / 4 short rows may take it).
 ///                  Otherwise a chunk writes its (m, d) and a list of keys holding its local
 ///                  top-K to the workspace, and a second launch merges them.
 ///                  K <= 1024, rows <= 65535.

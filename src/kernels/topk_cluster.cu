@@ -731,14 +731,14 @@ KernelLaunch cluster_launch(int ctas, int64_t rows, std::size_t shared_bytes, cu
   return launch;
 }
 
-/// Clusters of `ctas` CTAs of the largest kernel that can be resident on this device at once (0:
-/// none, or the size is refused).
-int resident_clusters(int ctas) {
+/// Clusters of `ctas` CTAs of `kernel` that can be resident on this device at once (0: none,
+/// or the size is refused).
+template <typename Kernel>
+int resident_clusters(Kernel* kernel, int ctas) {
   const KernelLaunch launch = cluster_launch(ctas, 1, 0, nullptr);
   int clusters = 0;
   const cudaError_t pending = cudaPeekAtLastError();
-  const cudaError_t status =
-      cudaOccupancyMaxActiveClusters(&clusters, topk_cluster_kernel<float, kMaxHeldVectors>, &launch.config());
+  const cudaError_t status = cudaOccupancyMaxActiveClusters(&clusters, kernel, &launch.config());
   if (status != cudaSuccess) {
     if (pending == cudaSuccess) (void)cudaGetLastError();  // a refused size is an answer, not an error to leave behind
     return 0;
@@ -750,15 +750,19 @@ int resident_clusters(int ctas) {
 /// 0 where the device or the loaded image has no clusters, before sm_90), how many clusters of
 /// each size up to 16 are resident at once (an H200: 7 of 10 to 16 CTAs, 9 of 9, 15 of 8), and
 /// the most a CTA may hold in shared memory (kMaxSharedChunkBytes, or what the device leaves
-/// beside ClusterShared). The top-k kernel holding the most in registers (512 threads x 128
-/// registers: one CTA an SM) answers for every cluster kernel: the others hold as many CTAs an
-/// SM or more (the K = 1 kernel, with its few registers, more; the shared-memory chunk's kernel
-/// as many, registers bounding it first), so the count is a lower bound for them. Asked once
-/// per device.
+/// beside ClusterShared). For K > 1 the top-k kernel holding the most in registers (512 threads
+/// x 128 registers: one CTA an SM) answers for every top-k kernel: the others hold as many CTAs
+/// an SM (the shared-memory chunk's kernel, registers bounding it first), so the count is a
+/// lower bound for them. The K = 1 kernels, with their few registers, hold two CTAs an SM and
+/// have counts of their own (an H100: 14 of 13-16 CTAs, 30 of 8, 62 of 4). Asked once per
+/// device.
 struct ClusterLimits {
   int max_ctas;
-  std::array<int, kLargeCluster + 1> resident;  ///< by CTAs a cluster (1 to 16)
+  std::array<int, kLargeCluster + 1> resident;         ///< by CTAs a cluster (1 to 16), K > 1
+  std::array<int, kLargeCluster + 1> resident_argmax;  ///< the same for the K = 1 kernel
   std::size_t shared_chunk_bytes;
+
+  const std::array<int, kLargeCluster + 1>& resident_for(int32_t k) const { return k == 1 ? resident_argmax : resident; }
 };
 
 const ClusterLimits& cluster_limits(const DeviceInfo& device) {
@@ -777,7 +781,10 @@ const ClusterLimits& cluster_limits(const DeviceInfo& device) {
         SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               static_cast<int>(limits.shared_chunk_bytes)));
     });
-    for (int ctas = 1; ctas <= kLargeCluster; ++ctas) limits.resident[ctas] = resident_clusters(ctas);
+    for (int ctas = 1; ctas <= kLargeCluster; ++ctas) {
+      limits.resident[ctas] = resident_clusters(topk_cluster_kernel<float, kMaxHeldVectors>, ctas);
+      limits.resident_argmax[ctas] = resident_clusters(topk_cluster_argmax_kernel<float, kMaxHeldVectors>, ctas);
+    }
     limits.max_ctas = limits.resident[kLargeCluster] > 0 ? kLargeCluster
                       : limits.resident[kPortableCluster] > 0 ? kPortableCluster
                                                               : 0;
@@ -869,9 +876,12 @@ ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32
 
 }  // namespace
 
-bool topk_cluster_fits(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
-                       SplitSizing sizing) {
-  return cluster_plan_for(rows, vocab, dtype, k, device, sizing).ctas != 0;
+int64_t topk_cluster_waves(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
+                           SplitSizing sizing) {
+  const ClusterTopkPlan plan = cluster_plan_for(rows, vocab, dtype, k, device, sizing);
+  if (plan.ctas == 0) return 0;
+  const int64_t resident = cluster_limits(device).resident_for(k)[plan.ctas];
+  return resident > 0 ? (rows + resident - 1) / resident : std::numeric_limits<int64_t>::max();
 }
 
 void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,

@@ -36,7 +36,7 @@ enum class SplitSizing {
               ///< clusters, or longer chunks), so the batch fills about one wave
 };
 
-/// Split-k top-k, k <= kMaxFastTopK. A row that fits one thread-block cluster (topk_cluster_fits)
+/// Split-k top-k, k <= kMaxFastTopK. A row that fits one thread-block cluster (topk_cluster_waves)
 /// runs in one launch with no workspace (topk_cluster.cu); a longer one as a chunk kernel and a
 /// merge kernel, with the workspace from the size query (topk_split_k.cu). The query takes the
 /// sizing the launch will: under per_batch, K > 256 in a batch of more than one wave of clusters
@@ -46,11 +46,13 @@ std::size_t topk_split_k_workspace_size(int64_t rows, int64_t vocab, DType dtype
 void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, void* workspace,
                          const LaunchContext& launch, SplitSizing sizing);
 
-/// Whether split-k runs as one cluster a row (topk_cluster.cu): the row fits a cluster's
-/// registers on this device (sm_90+), and, under per_batch sizing past K = 256, the batch runs
-/// in one wave of clusters.
-bool topk_cluster_fits(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
-                       SplitSizing sizing);
+/// The waves of clusters in which split-k runs `rows` rows as one cluster a row
+/// (topk_cluster.cu); 0 where it takes the two launches instead. A row takes a cluster where it
+/// fits the cluster's registers on this device (sm_90+), and, under per_batch sizing past K = 256,
+/// where the batch then runs in one wave. Counted as the kernel that K takes is resident (the
+/// K = 1 kernel holds twice the clusters at once).
+int64_t topk_cluster_waves(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
+                           SplitSizing sizing);
 void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,
                          SplitSizing sizing);
 

@@ -287,13 +287,13 @@ std::size_t per_row_plan_bytes(int64_t rows, int64_t vocab, int32_t k, int sm_co
 
 std::size_t topk_split_k_workspace_size(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
                                         SplitSizing sizing) {
-  if (topk_cluster_fits(rows, vocab, dtype, k, device, sizing)) return 0;
+  if (topk_cluster_waves(rows, vocab, dtype, k, device, sizing) != 0) return 0;
   return per_row_plan_bytes(rows, vocab, k, device.sm_count);
 }
 
 void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, void* workspace,
                          const LaunchContext& launch, SplitSizing sizing) {
-  if (topk_cluster_fits(problem.rows, problem.vocab, problem.dtype, problem.k, device, sizing)) {
+  if (topk_cluster_waves(problem.rows, problem.vocab, problem.dtype, problem.k, device, sizing) != 0) {
     launch_topk_cluster(problem, device, launch, sizing);
     return;
   }

@@ -9,10 +9,12 @@
 //   Inputs/TopkSplitK    every distribution at a mid V and at V = 2^20+3; strided / misaligned
 //                        layouts with log-probs; temperature
 //   Batch/TopkSplitK     rows 8-32 at V <= 256000, where auto may take narrower clusters, and
-//                        rows 4-24 at V >= 2^20+3 (one 2^22+3), where it takes longer chunks
+//                        rows 4-24 at V >= 2^20+3 (one 2^22+3), where it takes longer chunks;
+//                        rows 64-128 of 16001-128256, which auto runs in one wave of clusters
+//                        (K = 1: up to three)
 //   Huge/TopkSplitK      V = 2^24+3 on the inputs that stress the merge, and V = 2^26 (K = 50,
 //                        f32 llm_like and bf16 normal)
-//   Sanitize/TopkSplitK  twenty small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
+//   Sanitize/TopkSplitK  22 small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
 //                        through both forms (one cluster a row, two launches)
 // plus TopkSplitKWorkspace (too-small / null workspace) and TopkSplitKDispatch (auto keeps room
 // for split-k when a single row is long). '--gtest_filter=*SplitK*' selects all of it.
@@ -219,6 +221,19 @@ std::vector<TopkCase> batch_cases() {
     if (d != Dist::llm_like) add(out, DType::f32, 128256, 8, 50, d);  // llm_like: above
     add(out, DType::bf16, 100003, 9, 16, d);
   }
+  // Past SMs / 8 rows auto takes split-k where the batch runs in one wave of clusters (K = 1: up
+  // to three; src/dispatch.cpp). On 132 SMs: 64 rows of 32000 in 2-CTA clusters (K = 1024 ranked
+  // across both CTAs), 64 of 50257 bf16 in 2-CTA clusters holding their chunks in shared memory,
+  // 128 of 32000 bf16 in 1-CTA clusters (shared memory, the leader sorts), 96 of 16001 in 1-CTA
+  // clusters holding the row in registers, ties and NaN rows among them; at K = 1, 64 rows of
+  // 128256 bf16 in three waves of 8-CTA clusters and 128 of 32000 with a NaN row.
+  for (int32_t k : {1, 50, 1024}) add(out, DType::f32, 32000, 64, k, Dist::llm_like);
+  add(out, DType::bf16, 50257, 64, 256, Dist::normal);
+  add(out, DType::bf16, 32000, 128, 50, Dist::llm_like);
+  add(out, DType::bf16, 128256, 64, 1, Dist::llm_like);
+  add(out, DType::f32, 32000, 128, 1, Dist::nan_row);
+  for (Dist d : {Dist::constant, Dist::nan_row, Dist::adversarial_stride})
+    add(out, DType::f32, 16001, 96, 16, d);
   return finish(out, true);
 }
 
@@ -256,8 +271,10 @@ std::vector<TopkCase> huge_cases() {
 // row (the candidates in the last CTAs), 8 rows of 128256 at K = 1024 (two waves of 16-CTA
 // clusters on an H100 / H200: the leader sorts ~1500 keys), 16 rows of 128256 and 19 of 256000 on a misaligned base
 // (8 CTAs a row on an H200, ~128 KB a CTA in shared memory) through `automatic` in narrower
-// clusters (on a device holding fewer than 16 clusters of 16), and the K = 1 kernel on a masked
-// row and on +inf at a misaligned base.
+// clusters (on a device holding fewer than 16 clusters of 16), the K = 1 kernel on a masked
+// row and on +inf at a misaligned base, and `automatic` past SMs / 4 rows in one wave of
+// clusters: 128 misaligned rows of 32000 bf16 in 1-CTA clusters (shared memory), and 64 rows of
+// 32000 f32 at K = 1024 in 2-CTA clusters.
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   const auto one = [&](TopkImpl impl, DType dt, int64_t V, int64_t rows, int32_t k, Dist d, Layout layout) {
@@ -283,6 +300,8 @@ std::vector<TopkCase> sanitize_cases() {
   one(TopkImpl::split_k, DType::f32, 128256, 2, 1024, Dist::llm_like, Layout{0, 1});
   one(TopkImpl::split_k, DType::bf16, 151936, 1, 1024, Dist::ascending, {});
   one(TopkImpl::split_k, DType::f32, 128256, 8, 1024, Dist::llm_like, {});
+  one(TopkImpl::automatic, DType::bf16, 32000, 128, 50, Dist::llm_like, Layout{0, 1});
+  one(TopkImpl::automatic, DType::f32, 32000, 64, 1024, Dist::llm_like, {});
   return finish(out, true);
 }
 
