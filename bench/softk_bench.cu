@@ -585,6 +585,10 @@ void register_topk() {
   for (int32_t k : ks)
     for (int64_t r : {1, 8, 64, 128, 256, 1024})
       for (int64_t v : {32000, 50257, 128256, 151936, 201088, 256000, 1048576}) shapes.emplace(r, v, k);
+  // Issue 3: small rows, large batches.
+  for (int32_t k : ks)
+    for (int64_t r : {2048, 8192})
+      for (int64_t v : {1000, 4000, 16000}) shapes.emplace(r, v, k);
   // Issue 4: few rows x vocabularies up to 64M (split-k); 32 rows for the dispatcher's
   // crossover (it may pick split-k up to SMs / 4 rows).
   for (int32_t k : ks)

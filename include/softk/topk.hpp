@@ -12,7 +12,8 @@ namespace softk {
 ///                  a threshold taken from a prefix of the row (a lower bound of the K-th), then
 ///                  selects and sorts the K winners from that list. A list that overflows sends
 ///                  the block over the row itself (inside the same block), so the result is
-///                  exact on every input. K <= 1024.
+///                  exact on every input. K <= 1024. Rows of at most 4096 tokens at K <= 64
+///                  take a warp per row instead (a radix select by the warp, exact).
 ///  - radix_select: any K; radix-selects the K-th key of each row, gathers the winners and
 ///                  sorts them (CUB segmented sort). Slower, exact, the path for K > 1024.
 ///  - split_k:      few rows, long rows: each row is cut into chunks, one block each, and

@@ -77,6 +77,19 @@ __device__ __forceinline__ void warp_bitonic_merge(TopkKey& a, TopkKey& b, unsig
   warp_bitonic_steps(a, b, lane, descending, descending);
 }
 
+/// Sorts the 64 keys a warp holds, two a lane (positions pa and pa + 32 of their list, pa =
+/// 64 run + lane), into the direction of the run of 128 holding them: descending where
+/// (pa & 64) == 0, as for a list of only these 64 (pa = lane). Runs of 2..32 inside the warp
+/// alternate in direction; then the warp merges its 64. No shared memory, no barrier.
+__device__ __forceinline__ void warp_sort_run(TopkKey& a, TopkKey& b, unsigned pa) {
+  const unsigned lane = pa % 32;
+  const unsigned pb = pa + 32;
+#pragma unroll
+  for (unsigned size = 2; size <= 32; size *= 2)
+    warp_bitonic_steps(a, b, lane, (pa & size) == 0, (pb & size) == 0, size / 2);
+  warp_bitonic_merge(a, b, lane, (pa & 64) == 0);
+}
+
 /// Sorts keys[0, n) descending in place; n is a power of two, at least 64. Keys are unique, so
 /// the network's result is the one order there is.
 ///
@@ -95,18 +108,11 @@ __device__ void block_bitonic_sort_descending(TopkKey* keys, unsigned n) {
   const unsigned lane = threadIdx.x % 32;
   for (unsigned run = threadIdx.x / 32; run < n / 64; run += kWarps) {
     const unsigned pa = run * 64 + lane;
-    const unsigned pb = pa + 32;
     TopkKey a = keys[pa];
-    TopkKey b = keys[pb];
-    // Runs of 2..32 inside the warp, alternating in direction; then the warp's 64 in the
-    // direction of the run of 128 that holds them (descending where they are the whole list:
-    // n = 64 leaves only run 0, and pa < 64).
-#pragma unroll
-    for (unsigned size = 2; size <= 32; size *= 2)
-      warp_bitonic_steps(a, b, lane, (pa & size) == 0, (pb & size) == 0, size / 2);
-    warp_bitonic_merge(a, b, lane, (pa & 64) == 0);
+    TopkKey b = keys[pa + 32];
+    warp_sort_run(a, b, pa);
     keys[pa] = a;
-    keys[pb] = b;
+    keys[pa + 32] = b;
   }
   __syncthreads();
   for (unsigned size = 128; size <= n; size *= 2) {  // strides size/2 .. 64 cross warps
@@ -204,10 +210,11 @@ __device__ __forceinline__ void write_topk_entry(TopkKey key, const Normalizer& 
   *prob = log_probs ? normalizer.log_probability(x) : normalizer.probability(x);
 }
 
-/// A NaN row: every slot is index -1, probability NaN.
+/// A NaN row: every slot is index -1, probability NaN. Written by kThreads threads, of which
+/// this is `thread`.
 template <int kThreads>
-__device__ void write_nan_row(unsigned k, float* probs, int32_t* indices) {
-  for (unsigned j = threadIdx.x; j < k; j += kThreads) {
+__device__ void write_nan_row(unsigned k, float* probs, int32_t* indices, unsigned thread = threadIdx.x) {
+  for (unsigned j = thread; j < k; j += kThreads) {
     probs[j] = CUDART_NAN_F;
     indices[j] = -1;
   }

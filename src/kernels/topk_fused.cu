@@ -58,6 +58,10 @@ __global__ void __launch_bounds__(kFusedThreads, 2) topk_fused_kernel(TopkProble
 }  // namespace
 
 void launch_topk_fused(const TopkProblem& problem, const LaunchContext& launch) {
+  if (topk_warp_row_fits(problem.vocab, problem.k)) {
+    launch_topk_warp_rows(problem, launch);
+    return;
+  }
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
     with_seed_count(problem.k, [&](auto seeds) {

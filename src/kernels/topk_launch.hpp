@@ -26,8 +26,19 @@ struct TopkProblem {
   int32_t* row_status; ///< nullable
 };
 
-/// Fused block-per-row top-k, k <= kMaxFastTopK. No workspace.
+/// Fused top-k, k <= kMaxFastTopK: a block per row, or a warp per row where topk_warp_row_fits.
+/// No workspace.
 void launch_topk_fused(const TopkProblem& problem, const LaunchContext& launch);
+
+/// The warp-per-row kernel (topk_warp_row.cu) serves K up to its 64-key in-warp sort, on rows of
+/// at most kWarpRowMaxVocab tokens. A warp re-reads its row once a select pass, so its time grows
+/// with V where a block's barely does: against a block per row (H100, one run, K 1 and 50) it
+/// took 0.17-0.40x the time at V = 1000, 0.45-0.72x at 4000, and 1.05-2.14x at 16000 (both
+/// dtypes; 2048 and 8192 rows).
+constexpr int32_t kWarpRowMaxK = 64;
+constexpr int64_t kWarpRowMaxVocab = 4096;
+bool topk_warp_row_fits(int64_t vocab, int32_t k);
+void launch_topk_warp_rows(const TopkProblem& problem, const LaunchContext& launch);
 
 /// How split-k cuts a row into parts (the CTAs of its cluster, or its chunks).
 enum class SplitSizing {

@@ -8,6 +8,7 @@
 //   Inputs/    every distribution, incl. constant, adversarial stride, +-inf, NaN, masked,
 //              fewer unmasked tokens than K, signed zeros; strided/misaligned layouts,
 //              log-probs and temperature on a few shapes
+//   WarpRow/   the edges of the warp-per-row kernel (V <= 4096, K <= 64)
 //   Sanitize/  a small cross-section for compute-sanitizer (scripts/gpu-check: '*Sanitize*')
 // plus the two exactness-guard tests (TopkAllWinnersInOneThreadStride, TopkAllEqualRows),
 // properties against the GPU softmax (gather), log-probs, temperature, workspace checks.
@@ -124,6 +125,29 @@ std::vector<TopkCase> input_cases() {
   return finish(out, true);
 }
 
+// The warp-per-row kernel (topk_warp_row.cu: V <= 4096, K <= 64) at its edges: V = 4096, its
+// limit, beside 4097 (a block per row); K = 64, its sort's width, beside 65 (a block per row);
+// 13 rows, so the last block's warps partly exit at once; constant rows (ties down to the index
+// bytes, of which a 4096-token row sets only the low two), ascending rows (the winners in the
+// last lanes' vectors), all winners in one lane's stride, a NaN row among finite ones in a
+// block, masked rows and fewer unmasked tokens than K; bf16 and f16 ties.
+std::vector<TopkCase> warp_row_cases() {
+  std::vector<TopkCase> out;
+  const Dist dists[] = {Dist::llm_like, Dist::constant,    Dist::ascending,  Dist::adversarial_stride,
+                        Dist::nan_row,  Dist::masked_rows, Dist::few_unmasked};
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (int64_t V : {4096, 4097})
+      for (Dist d : dists)
+        for (int32_t k : {1, 64, 65})
+          for (TopkImpl impl : {TopkImpl::fused, TopkImpl::automatic}) {
+            TopkCase c = topk_case(impl, dt, V, 13, k, d);
+            c.params.count = d == Dist::few_unmasked ? std::max(1, k / 2) : k;
+            c.params.stride = 32 * 8;  // one lane's stride, for a row of 16-byte bf16 vectors
+            out.push_back(c);
+          }
+  return finish(out, true);
+}
+
 // A small selection for compute-sanitizer ('*Sanitize*' in scripts/gpu-check): every
 // implementation on ties (V = 20000: the fused core's overflowing lists), adversarial buffers
 // (the exact fallback), NaN rows, fewer unmasked tokens than K on a misaligned strided layout,
@@ -156,6 +180,7 @@ std::vector<TopkCase> sanitize_cases() {
 INSTANTIATE_TEST_SUITE_P(Shapes, TopkVsOracle, ::testing::ValuesIn(shape_cases()), param_name);
 INSTANTIATE_TEST_SUITE_P(Dtypes, TopkVsOracle, ::testing::ValuesIn(dtype_cases()), param_name);
 INSTANTIATE_TEST_SUITE_P(Inputs, TopkVsOracle, ::testing::ValuesIn(input_cases()), param_name);
+INSTANTIATE_TEST_SUITE_P(WarpRow, TopkVsOracle, ::testing::ValuesIn(warp_row_cases()), param_name);
 INSTANTIATE_TEST_SUITE_P(Sanitize, TopkVsOracle, ::testing::ValuesIn(sanitize_cases()), param_name);
 
 // ---------------------------------------------------------------------------------------------
