@@ -151,7 +151,8 @@ std::vector<TopkCase> warp_row_cases() {
 // A small selection for compute-sanitizer ('*Sanitize*' in scripts/gpu-check): every
 // implementation on ties (V = 20000: the fused core's overflowing lists), adversarial buffers
 // (the exact fallback), NaN rows, fewer unmasked tokens than K on a misaligned strided layout,
-// and K beyond the fused and split-k paths.
+// K beyond the fused and split-k paths, and tied rows through the warp-per-row kernel (13 rows
+// of 4096 at K = 64: its select goes down to the index bytes).
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   struct Small { int64_t V, rows; int32_t k; Dist dist; int64_t stride, count; Layout layout; };
@@ -160,7 +161,8 @@ std::vector<TopkCase> sanitize_cases() {
                            Small{20000, 2, 50, Dist::constant, 256, 50, {}},
                            Small{4097, 3, 1024, Dist::adversarial_stride, 4, 1024, {}},
                            Small{4097, 3, 4096, Dist::nan_row, 256, 16, {}},
-                           Small{33, 5, 16, Dist::few_unmasked, 256, 8, {34, 1}}})
+                           Small{33, 5, 16, Dist::few_unmasked, 256, 8, {34, 1}},
+                           Small{4096, 13, 64, Dist::constant, 256, 64, {}}})
       for (TopkImpl impl : kAllTopkImpls) {
         TopkCase c = topk_case(impl, dt, s.V, s.rows, s.k, s.dist);
         c.params.stride = s.stride;
