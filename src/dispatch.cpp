@@ -73,4 +73,11 @@ TopkAlgorithm choose_topk_algorithm(int64_t rows, int64_t vocab, DType dtype, in
   return dtype_size(dtype) == 4 || half_bytes_pay ? TopkAlgorithm::split_k : TopkAlgorithm::fused;
 }
 
+// Short rows (V <= 4096, K <= 64: topk_warp_row.cu). A warp takes ~25 us (V = 1000) to ~60 us
+// (V = 4000) over its row at K = 50 even when its batch is one wave of warps (2048 rows, H100),
+// where a wave of blocks takes ~10 us: the warps pay from some 3-6 waves of blocks on. Measured:
+// 1.4-5.9x at 2048 and 8192 rows (15.5 and 62 rows an SM); below 15 rows an SM `automatic`
+// keeps the block per row (a batch of 256 such rows would leave the warps on 32 SMs).
+bool warp_rows_pay(int64_t rows, const DeviceInfo& device) { return rows >= int64_t{15} * device.sm_count; }
+
 }  // namespace softk::detail

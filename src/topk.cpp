@@ -78,7 +78,14 @@ void topk(const LogitsView& logits, int32_t k, float* probs, int32_t* indices, c
   const kernels::LaunchContext launch{
       stream, options.programmatic_launch && kernels::sm90_image_loaded(current_device_info())};
   switch (plan.algorithm) {
-    case TopkAlgorithm::fused: kernels::launch_topk_fused(problem, launch); break;
+    case TopkAlgorithm::fused: {
+      // Forced `fused` runs short rows a warp each at any batch; `automatic` only in batches large
+      // enough for that to pay (dispatch.cpp).
+      const bool warp_rows = options.algorithm == TopkAlgorithm::fused ||
+                             detail::warp_rows_pay(problem.rows, current_device_info());
+      kernels::launch_topk_fused(problem, launch, warp_rows);
+      break;
+    }
     case TopkAlgorithm::split_k: {
       // Forced split-k keeps a row's bits the same in every batch; `automatic` may size its
       // clusters and chunks by the batch too (topk.hpp).

@@ -13,7 +13,8 @@ namespace softk {
 ///                  selects and sorts the K winners from that list. A list that overflows sends
 ///                  the block over the row itself (inside the same block), so the result is
 ///                  exact on every input. K <= 1024. Rows of at most 4096 tokens at K <= 64
-///                  take a warp per row instead (a radix select by the warp, exact).
+///                  take a warp per row instead (a radix select by the warp, exact); under
+///                  `automatic` only in batches of at least 15 rows an SM.
 ///  - radix_select: any K; radix-selects the K-th key of each row, gathers the winners and
 ///                  sorts them (CUB segmented sort). Slower, exact, the path for K > 1024.
 ///  - split_k:      few rows, long rows: each row is cut into chunks, one block each, and
@@ -22,7 +23,8 @@ namespace softk {
 ///                  256K fp32 or 512K fp16 / bf16 tokens) runs in one launch, its chunks
 ///                  agreeing on a threshold through distributed shared memory (no workspace;
 ///                  under `automatic`, K > 256 only in a batch the clusters take in one wave,
-///                  which is also how a batch of more than SMs / 4 short rows may take it).
+///                  which is also how a batch of more than SMs / 4 rows may take it; K = 1 in
+///                  up to three waves).
 ///                  Otherwise a chunk writes its (m, d) and a list of keys holding its local
 ///                  top-K to the workspace, and a second launch merges them.
 ///                  K <= 1024, rows <= 65535.

@@ -26,9 +26,9 @@ struct TopkProblem {
   int32_t* row_status; ///< nullable
 };
 
-/// Fused top-k, k <= kMaxFastTopK: a block per row, or a warp per row where topk_warp_row_fits.
-/// No workspace.
-void launch_topk_fused(const TopkProblem& problem, const LaunchContext& launch);
+/// Fused top-k, k <= kMaxFastTopK: a warp per row where `warp_rows` and topk_warp_row_fits, else a
+/// block per row. No workspace.
+void launch_topk_fused(const TopkProblem& problem, const LaunchContext& launch, bool warp_rows);
 
 /// The warp-per-row kernel (topk_warp_row.cu) serves K up to its 64-key in-warp sort, on rows of
 /// at most kWarpRowMaxVocab tokens. A warp re-reads its row once a select pass, so its time grows

@@ -1,4 +1,5 @@
-// Fused softmax + top-k of short rows, a warp per row (V <= 4096, K <= 64). A block per row pays
+// Fused softmax + top-k of short rows, a warp per row (V <= 4096, K <= 64; under `automatic` in
+// batches of at least 15 rows an SM: dispatch.cpp, warp_rows_pay). A block per row pays
 // phases whose cost does not shrink with the row: the seed select, the candidate list, a dozen
 // block barriers. At a few thousand tokens those are the whole time (8192 x 1000 f32, K = 50:
 // 303 us for 33 MB, about torch's time), and a batch of short rows is many waves of such blocks.

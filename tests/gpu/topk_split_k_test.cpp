@@ -223,7 +223,7 @@ std::vector<TopkCase> batch_cases() {
   }
   // Past SMs / 8 rows auto takes split-k where the batch runs in one wave of clusters (K = 1: up
   // to three; src/dispatch.cpp). On 132 SMs: 64 rows of 32000 in 2-CTA clusters (K = 1024 ranked
-  // across both CTAs), 64 of 50257 bf16 in 2-CTA clusters holding their chunks in shared memory,
+  // across both CTAs; K = 1 in two waves of 4-CTA ones), 64 of 50257 bf16 in 2-CTA clusters holding their chunks in shared memory,
   // 128 of 32000 bf16 in 1-CTA clusters (shared memory, the leader sorts), 96 of 16001 in 1-CTA
   // clusters holding the row in registers, ties and NaN rows among them; at K = 1, 64 rows of
   // 128256 bf16 in three waves of 8-CTA clusters and 128 of 32000 with a NaN row.

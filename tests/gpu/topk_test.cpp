@@ -125,8 +125,10 @@ std::vector<TopkCase> input_cases() {
   return finish(out, true);
 }
 
-// The warp-per-row kernel (topk_warp_row.cu: V <= 4096, K <= 64) at its edges: V = 4096, its
-// limit, beside 4097 (a block per row); K = 64, its sort's width, beside 65 (a block per row);
+// The warp-per-row kernel (topk_warp_row.cu: V <= 4096, K <= 64) at its edges, through forced
+// `fused` (`automatic` runs these 13 rows a block each: too few for warps to pay, dispatch.cpp),
+// so the same inputs check both kernels: V = 4096, its limit, beside 4097 (a block per row);
+// K = 64, its sort's width, beside 65 (a block per row);
 // 13 rows, so the last block's warps partly exit at once; constant rows (ties down to the index
 // bytes, of which a 4096-token row sets only the low two), ascending rows (the winners in the
 // last lanes' vectors), all winners in one lane's stride, a NaN row among finite ones in a
