@@ -31,17 +31,24 @@ SoftmaxAlgorithm choose_softmax_algorithm(int64_t rows, int64_t vocab, DType dty
 //    1024: split-k 26.6 us vs fused 33.8; 1 x 32000 bf16, 64000 bytes: fused 31.7 vs 34.3).
 namespace {
 
+/// Whether one row of this (V, dtype, K) runs as one thread-block cluster under split-k.
+bool row_takes_a_cluster(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
+  return kernels::topk_cluster_waves(1, vocab, dtype, k, device, kernels::SplitSizing::per_row) != 0;
+}
+
 bool split_k_row_pays(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
   const int64_t row_bytes = vocab * static_cast<int64_t>(dtype_size(dtype));
-  const bool short_rows_pay =
-      k <= 256 || kernels::topk_cluster_waves(1, vocab, dtype, k, device, kernels::SplitSizing::per_row) != 0;
+  const bool short_rows_pay = k <= 256 || row_takes_a_cluster(vocab, dtype, k, device);
   return row_bytes >= (short_rows_pay ? 64000 : 128000);
 }
+
+/// The most rows split-k may take outside one wave of clusters (in two launches among them).
+int64_t split_k_max_rows(const DeviceInfo& device) { return device.sm_count / 4; }
 
 }  // namespace
 
 int64_t max_split_k_topk_rows(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
-  return k <= kMaxFastTopK && split_k_row_pays(vocab, dtype, k, device) ? device.sm_count / 4 : 0;
+  return k <= kMaxFastTopK && split_k_row_pays(vocab, dtype, k, device) ? split_k_max_rows(device) : 0;
 }
 
 // Which rows take split-k, by how its batch runs (H100, one run, fused against split-k under
@@ -66,10 +73,8 @@ TopkAlgorithm choose_topk_algorithm(int64_t rows, int64_t vocab, DType dtype, in
   const int64_t waves = kernels::topk_cluster_waves(rows, vocab, dtype, k, device, kernels::SplitSizing::per_batch);
   const int64_t max_waves = k == 1 ? 3 : 1;
   if (waves != 0 && waves <= max_waves) return TopkAlgorithm::split_k;
-  if (rows > max_split_k_topk_rows(vocab, dtype, k, device)) return TopkAlgorithm::fused;
-  const bool row_past_a_cluster =
-      kernels::topk_cluster_waves(1, vocab, dtype, k, device, kernels::SplitSizing::per_row) == 0;
-  const bool half_bytes_pay = waves == 2 || row_past_a_cluster;
+  if (rows > split_k_max_rows(device)) return TopkAlgorithm::fused;  // split_k_row_pays held above
+  const bool half_bytes_pay = waves == 2 || !row_takes_a_cluster(vocab, dtype, k, device);
   return dtype_size(dtype) == 4 || half_bytes_pay ? TopkAlgorithm::split_k : TopkAlgorithm::fused;
 }
 
