@@ -589,6 +589,11 @@ void register_topk() {
   for (int32_t k : ks)
     for (int64_t r : {2048, 8192})
       for (int64_t v : {1000, 4000, 16000}) shapes.emplace(r, v, k);
+  // The warp-per-row crossover in rows (dispatch.cpp, warp_rows_pay): fused runs such rows a
+  // warp each at any batch, auto a block each below its row bound.
+  for (int32_t k : {1, 50})
+    for (int64_t r : {8, 64, 256, 512, 1024})
+      for (int64_t v : {1000, 2000, 4000}) shapes.emplace(r, v, k);
   // Issue 4: few rows x vocabularies up to 64M (split-k); 32 rows for the dispatcher's
   // crossover (it may pick split-k up to SMs / 4 rows).
   for (int32_t k : ks)

@@ -16,7 +16,7 @@ TopkAlgorithm choose_topk_algorithm(int64_t rows, int64_t vocab, DType dtype, in
 
 /// Whether `automatic` runs a batch of short rows (topk_warp_row_fits) a warp per row rather than
 /// a block per row; a forced `fused` takes the warp wherever the row fits.
-bool warp_rows_pay(int64_t rows, const DeviceInfo& device);
+bool warp_rows_pay(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device);
 
 /// The most rows for which choose_topk_algorithm may pick split-k in two launches (with a
 /// workspace) for this (V, dtype, K); 0 if never. Past it, split-k is picked only where the batch

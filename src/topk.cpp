@@ -79,10 +79,11 @@ void topk(const LogitsView& logits, int32_t k, float* probs, int32_t* indices, c
       stream, options.programmatic_launch && kernels::sm90_image_loaded(current_device_info())};
   switch (plan.algorithm) {
     case TopkAlgorithm::fused: {
-      // Forced `fused` runs short rows a warp each at any batch; `automatic` only in batches large
-      // enough for that to pay (dispatch.cpp).
+      // Forced `fused` runs short rows a warp each at any batch; `automatic` only where that pays
+      // (dispatch.cpp).
       const bool warp_rows = options.algorithm == TopkAlgorithm::fused ||
-                             detail::warp_rows_pay(problem.rows, current_device_info());
+                             detail::warp_rows_pay(problem.rows, problem.vocab, problem.dtype, problem.k,
+                                                  current_device_info());
       kernels::launch_topk_fused(problem, launch, warp_rows);
       break;
     }

@@ -35,59 +35,98 @@ __device__ __forceinline__ void visit_keys(const ElementGroup<N, W>& group, int6
     for (int i = 0; i < W; ++i) visit(make_key(group.x[n][i], first_index + group.offset[n] + i));
 }
 
-/// Visits the keys of every element of a row segment (streamed from memory) across the block:
-/// the key source of the exact paths.
-template <int kThreads, typename T>
-struct RowKeys {
+/// Visits the keys of every element of a row segment (streamed from memory) across a team (a
+/// block or a warp: block_radix_select.cuh): the key source of the exact paths.
+template <typename Team, typename T>
+struct TeamRowKeys {
   RowSegment<T> segment;
 
   template <typename Visit>
   __device__ __forceinline__ void operator()(Visit&& visit) const {
-    for_each_element<4>(segment, threadIdx.x, kThreads,
+    for_each_element<4>(segment, static_cast<int>(Team::rank()), Team::kSize,
                         [&](const auto& group) { visit_keys(group, segment.first_index, visit); });
   }
 };
+
+/// TeamRowKeys across a whole block.
+template <int kThreads, typename T>
+using RowKeys = TeamRowKeys<BlockTeam<kThreads>, T>;
+
+// The in-warp bitonic steps below take top-k keys, or plain fp32 logits where only a value is
+// wanted (the warp-per-row kernel's seeds: half the shuffles, one instruction a compare).
+
+/// One compare-exchange at `stride` across the warp: the lower position of the pair keeps the
+/// larger value in a descending run, the smaller in an ascending one. One compare and a select,
+/// where max and min (both formed, then one chosen) cost two 64-bit compares and four selects.
+template <typename Key>
+__device__ __forceinline__ Key warp_compare_exchange(Key x, unsigned stride, unsigned lane, bool descending) {
+  const Key partner = __shfl_xor_sync(0xffffffffu, x, stride);
+  const bool keeps_larger = ((lane & stride) == 0) == descending;
+  return (partner > x) == keeps_larger ? partner : x;  // equal values: either is the answer
+}
 
 /// One bitonic merge step of every stride from 16 down to 1 (or from first_stride down), in
 /// registers: a lane holds the keys at positions p (a) and p + 32 (b) of its warp's 64, whose
 /// runs are sorted descending or ascending as a_descending / b_descending say. Unrolled with
 /// constant strides: a runtime stride loop measured ~2x slower for the same shuffles.
-__device__ __forceinline__ void warp_bitonic_steps(TopkKey& a, TopkKey& b, unsigned lane, bool a_descending,
+template <typename Key>
+__device__ __forceinline__ void warp_bitonic_steps(Key& a, Key& b, unsigned lane, bool a_descending,
                                                    bool b_descending, unsigned first_stride = 16) {
 #pragma unroll
   for (unsigned stride = 16; stride > 0; stride /= 2) {
     if (stride > first_stride) continue;
-    const TopkKey a_partner = __shfl_xor_sync(0xffffffffu, a, stride);
-    const TopkKey b_partner = __shfl_xor_sync(0xffffffffu, b, stride);
-    // The lower position of a pair keeps the larger key in a descending run.
-    const bool lower = (lane & stride) == 0;
-    a = (lower == a_descending) ? max(a, a_partner) : min(a, a_partner);
-    b = (lower == b_descending) ? max(b, b_partner) : min(b, b_partner);
+    a = warp_compare_exchange(a, stride, lane, a_descending);
+    b = warp_compare_exchange(b, stride, lane, b_descending);
   }
 }
 
 /// The stride-32 step and then strides 16..1 of a bitonic merge whose run holding the lane's
 /// keys is sorted descending or ascending.
-__device__ __forceinline__ void warp_bitonic_merge(TopkKey& a, TopkKey& b, unsigned lane, bool descending) {
+template <typename Key>
+__device__ __forceinline__ void warp_bitonic_merge(Key& a, Key& b, unsigned lane, bool descending) {
   if ((a < b) == descending) {  // stride 32: positions p and p + 32 are a lane's own two keys
-    const TopkKey t = a;
+    const Key t = a;
     a = b;
     b = t;
   }
   warp_bitonic_steps(a, b, lane, descending, descending);
 }
 
+/// Sorts the 32 keys a warp holds, one a lane, descending (lane 0 the largest).
+template <typename Key>
+__device__ __forceinline__ void warp_sort_lanes(Key& a, unsigned lane) {
+#pragma unroll
+  for (unsigned size = 2; size <= 32; size *= 2)
+#pragma unroll
+    for (unsigned stride = size / 2; stride > 0; stride /= 2) a = warp_compare_exchange(a, stride, lane, (lane & size) == 0);
+}
+
 /// Sorts the 64 keys a warp holds, two a lane (positions pa and pa + 32 of their list, pa =
 /// 64 run + lane), into the direction of the run of 128 holding them: descending where
 /// (pa & 64) == 0, as for a list of only these 64 (pa = lane). Runs of 2..32 inside the warp
 /// alternate in direction; then the warp merges its 64. No shared memory, no barrier.
-__device__ __forceinline__ void warp_sort_run(TopkKey& a, TopkKey& b, unsigned pa) {
+template <typename Key>
+__device__ __forceinline__ void warp_sort_run(Key& a, Key& b, unsigned pa) {
   const unsigned lane = pa % 32;
   const unsigned pb = pa + 32;
 #pragma unroll
   for (unsigned size = 2; size <= 32; size *= 2)
     warp_bitonic_steps(a, b, lane, (pa & size) == 0, (pb & size) == 0, size / 2);
   warp_bitonic_merge(a, b, lane, (pa & 64) == 0);
+}
+
+/// Of the 128 keys a warp holds, four a lane (positions lane and lane + 32 of one list of 64 in
+/// a and b, of another in c and d), leaves the 64 largest in a and b, sorted descending (position
+/// lane in a, lane + 32 in b). The first list is sorted descending, the second ascending; together
+/// they form a bitonic run of 128, and the larger key of each pair at stride 64 (a against c, b
+/// against d) is its upper half: the 64 largest, itself bitonic, which one merge sorts.
+template <typename Key>
+__device__ __forceinline__ void warp_top64_of_128(Key& a, Key& b, Key c, Key d, unsigned lane) {
+  warp_sort_run(a, b, lane);
+  warp_sort_run(c, d, lane + 64);  // (pa & 64) != 0: ascending
+  a = max(a, c);
+  b = max(b, d);
+  warp_bitonic_merge(a, b, lane, true);
 }
 
 /// Sorts keys[0, n) descending in place; n is a power of two, at least 64. Keys are unique, so
@@ -174,23 +213,31 @@ __device__ const TopkKey* block_sort_winners(unsigned n, BlockTopkStorage& stora
   return block_sort_descending<kThreads>(storage.winners, n, storage.ranked);
 }
 
-/// Finds the row's K largest keys and gathers them, in no particular order, into
-/// storage.winners[0, k) (k <= kMaxFastTopK). `for_each_key` must visit at least k unique keys
-/// (every caller's source does: a row or chunk of >= k elements, or a candidate list holding
-/// every key >= a k-th-key bound). Exact and deterministic as a set: keys are unique. kValueBits:
-/// as for block_radix_select (the significant bits of the logits' type, when every key is of one).
-template <int kThreads, int kValueBits = 32, typename ForEachKey>
-__device__ const TopkKey* block_topk_unsorted(unsigned k, ForEachKey&& for_each_key, BlockTopkStorage& storage) {
-  const TopkKey threshold = block_radix_select<kThreads, 0, kValueBits>(k, for_each_key, storage.select);
-  if (threadIdx.x == 0) storage.count = 0;
-  __syncthreads();
+/// Finds the K largest of the keys `for_each_key` visits across the team and gathers them, in no
+/// particular order, into keys[0, k), through *count (k <= capacity). `for_each_key` must visit at
+/// least k unique keys (every caller's source does: a row or chunk of >= k elements, or a
+/// candidate list holding every key >= a k-th-key bound). Exact and deterministic as a set: keys
+/// are unique. kValueBits and index_bits: as for team_radix_select. Ends on a team barrier.
+template <typename Team, int kValueBits = 32, typename ForEachKey>
+__device__ void team_topk_unsorted(unsigned k, ForEachKey&& for_each_key, RadixSelectStorage& select, TopkKey* keys,
+                                   unsigned& count, int index_bits = 32) {
+  const TopkKey threshold = team_radix_select<Team, 0, kValueBits>(k, for_each_key, select, index_bits);
+  // The select ended on a barrier, after every thread's last read of a count from before.
+  if (Team::rank() == 0) count = 0;
+  Team::sync();
   for_each_key([&](TopkKey key) {
     if (key >= threshold) {
-      const unsigned slot = atomicAdd(&storage.count, 1u);
-      if (slot < k) storage.winners[slot] = key;  // slot < k always; the test keeps a bug from writing out of bounds
+      const unsigned slot = atomicAdd(&count, 1u);
+      if (slot < k) keys[slot] = key;  // slot < k always; the test keeps a bug from writing out of bounds
     }
   });
-  __syncthreads();
+  Team::sync();
+}
+
+/// team_topk_unsorted by the whole block into storage.winners (k <= kMaxFastTopK), which it returns.
+template <int kThreads, int kValueBits = 32, typename ForEachKey>
+__device__ const TopkKey* block_topk_unsorted(unsigned k, ForEachKey&& for_each_key, BlockTopkStorage& storage) {
+  team_topk_unsorted<BlockTeam<kThreads>, kValueBits>(k, for_each_key, storage.select, storage.winners, storage.count);
   return storage.winners;
 }
 

@@ -77,6 +77,16 @@ __device__ __forceinline__ float group_max(const ElementGroup<N, W>& group) {
   return tree_reduce(v, [](float a, float b) { return fmaxf(a, b); });
 }
 
+/// The maximum of run n of a group (n a compile-time constant in an unrolled loop, so the run
+/// stays in registers).
+template <int N, int W>
+__device__ __forceinline__ float run_max(const ElementGroup<N, W>& group, int n) {
+  float v[W];
+#pragma unroll
+  for (int i = 0; i < W; ++i) v[i] = group.x[n][i];
+  return tree_reduce(v, [](float a, float b) { return fmaxf(a, b); });
+}
+
 /// Vectors per visited group: at most 16 elements, so that a group's fp32 values and the
 /// visitor's temporaries fit the register budget of a 64-register kernel.
 template <int UNROLL, int W>

@@ -30,11 +30,11 @@ struct TopkProblem {
 /// block per row. No workspace.
 void launch_topk_fused(const TopkProblem& problem, const LaunchContext& launch, bool warp_rows);
 
-/// The warp-per-row kernel (topk_warp_row.cu) serves K up to its 64-key in-warp sort, on rows of
-/// at most kWarpRowMaxVocab tokens. A warp re-reads its row once a select pass, so its time grows
-/// with V where a block's barely does: against a block per row (H100, one run, K 1 and 50) it
-/// took 0.17-0.40x the time at V = 1000, 0.45-0.72x at 4000, and 1.05-2.14x at 16000 (both
-/// dtypes; 2048 and 8192 rows).
+/// The warp-per-row kernel (topk_warp_row.cu) serves K up to its in-warp sort's 64 keys, on rows
+/// of at most kWarpRowMaxVocab tokens. A warp's time grows with V where a block's barely does.
+/// The first design (a radix select per row: about five reads of it) took 1.05-2.14x a block's
+/// time at 16000 tokens (H100, 2048 and 8192 rows, K 1 and 50); the present one reads a row
+/// twice and was not measured past 4096 tokens.
 constexpr int32_t kWarpRowMaxK = 64;
 constexpr int64_t kWarpRowMaxVocab = 4096;
 bool topk_warp_row_fits(int64_t vocab, int32_t k);

@@ -1,24 +1,36 @@
-// Fused softmax + top-k of short rows, a warp per row (V <= 4096, K <= 64; under `automatic` in
-// batches of at least 15 rows an SM: dispatch.cpp, warp_rows_pay). A block per row pays
-// phases whose cost does not shrink with the row: the seed select, the candidate list, a dozen
-// block barriers. At a few thousand tokens those are the whole time (8192 x 1000 f32, K = 50:
-// 303 us for 33 MB, about torch's time), and a batch of short rows is many waves of such blocks.
-// Here a warp takes a row, so a block holds eight and nothing waits on another warp (60 us
-// there; 8192 x 4000 f32 334 -> 218 us; H100, one run):
+// Fused softmax + top-k of short rows, a warp per row (V <= 4096, K <= 64; under `automatic` past
+// one wave of blocks, or on rows of at most 1024 tokens: dispatch.cpp, warp_rows_pay). A block
+// per row pays phases whose cost does not shrink with the row: the seed select, the candidate
+// list, a dozen block barriers. At a few thousand tokens those are the whole time (8192 x 1000
+// f32, K = 50: 303 us for 33 MB, about torch's time), and a batch of short rows is many waves of
+// such blocks.
+// Here a warp takes a row, so a block holds eight and nothing waits on another warp. The warp
+// reads its row twice, and selects in registers:
 //
-//  1. The warp streams its row once and folds it into (m, d): a state a lane, merged by shuffles.
-//  2. A radix select by the warp alone (team_radix_select<WarpTeam>: a 256-bin histogram of its
-//     own in shared memory, __syncwarp between the steps) finds the K-th key, re-reading the row
-//     from L1/L2 each pass: about three passes for fp32 logits; ties go on into the index bytes,
-//     and only those a row's indices can set.
-//  3. The K keys at or above it are gathered in shared memory, sorted by the warp's 64-key
-//     bitonic network in registers (two a lane), and written with exp(x - m) / d.
+//  1. The warp streams its row once, folding it into (m, d) (a state a lane, merged by
+//     shuffles), and each lane keeps the four largest maxima of its 16-byte vectors: 128 seeds,
+//     each a different token's logit. Their K-th largest, tau, found by sorting them in
+//     registers (or the row's maximum, at K = 1), is at most the row's K-th logit.
+//  2. The warp re-reads the row (from L1/L2) and lists every logit >= tau in shared memory: 1 to
+//     ~90 keys at K = 1 to 64 on LLM-like and normal rows of 1000 and 4000 tokens (a simulation of
+//     the seeds), against a room of 128.
+//  3. An in-register sort of the list's 32, 64 or 128 keys (as many as it holds) gives the K
+//     largest, written with exp(x - m) / d.
 //
-// Exact on every input: the select is exact (keys are unique), and exactly K keys pass it.
+// A radix select per row, as before this design, cost three to four passes of contended
+// shared-memory atomics over the row (8192 x 1000 f32, K = 50: 60 us on an H100, 20% of copy).
+// It remains the exact path for a row whose list overflows (a constant row, or one whose top
+// tokens crowd a few lanes): team_radix_select by the warp alone, skipping the index bytes a
+// row's indices cannot set, then the same sort.
+//
+// Exact on every input: every winner is >= tau, so the list (unless it overflowed) holds the top
+// K, and keys are unique, so the sort's order is the one there is.
 #include "cuda_check.hpp"
 #include "kernels/block_topk.cuh"
+#include "kernels/candidate_list.cuh"
 #include "kernels/grid_dependency.cuh"
 #include "kernels/softmax_passes.cuh"
+#include "kernels/topk_buffer.cuh"
 #include "kernels/topk_launch.hpp"
 #include "kernels/type_dispatch.cuh"
 #include "kernels/warp_collectives.cuh"
@@ -28,10 +40,16 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 constexpr int kWarpRowThreads = kWarpsPerBlock * 32;
+/// Seeds a lane keeps: 4 x 32 = 128, the sort's width. Two a lane (the K-th of 64) listed ~170
+/// keys at K = 64 in the simulation, past the room; four list at most ~90.
+constexpr int kSeedsPerLane = 4;
+/// The list's room: the keys the final sort takes, four a lane.
+constexpr unsigned kWarpListCapacity = 128;
+static_assert(kWarpRowMaxK <= 64, "the sort keeps the 64 largest keys of the list");
 
 struct WarpRowShared {
-  RadixSelectStorage select;
-  TopkKey winners[kWarpRowMaxK];
+  RadixSelectStorage select;  ///< only for a row whose list overflowed
+  TopkKey keys[kWarpListCapacity];
   unsigned count;
 };
 
@@ -40,8 +58,10 @@ __device__ __forceinline__ int index_bits_of(int64_t vocab) {
   return vocab <= 1 ? 1 : 64 - __clzll(static_cast<unsigned long long>(vocab - 1));
 }
 
+// At least three blocks an SM (at most 85 registers): unbounded, the 16-bit kernels took 98 and
+// ran two; a bound of four spilled ~100 bytes.
 template <typename T>
-__global__ void __launch_bounds__(kWarpRowThreads) topk_warp_row_kernel(TopkProblem problem) {
+__global__ void __launch_bounds__(kWarpRowThreads, 3) topk_warp_row_kernel(TopkProblem problem) {
   __shared__ WarpRowShared shared[kWarpsPerBlock];
   enter_after_previous_grid();
 
@@ -51,9 +71,16 @@ __global__ void __launch_bounds__(kWarpRowThreads) topk_warp_row_kernel(TopkProb
   WarpRowShared& s = shared[threadIdx.x / 32];
   const RowSegment<T> segment(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
 
+  // Pass 1. A vector's maximum seeds rather than each element: a quarter of the insertions, and
+  // a row's top tokens rarely share a vector.
   SoftmaxState state = empty_state();
-  for_each_element<kStreamUnroll>(segment, static_cast<int>(lane), 32,
-                                  [&](const auto& group) { accumulate(state, group, problem.k_exp); });
+  SeedBuffer<kSeedsPerLane> seeds;
+  for_each_element<kStreamUnroll>(segment, static_cast<int>(lane), 32, [&](const auto& group) {
+    using Group = std::remove_reference_t<decltype(group)>;
+    accumulate(state, group, problem.k_exp);
+#pragma unroll
+    for (int n = 0; n < Group::kRuns; ++n) seeds.push(run_max(group, n));
+  });
   const Normalizer normalizer(warp_reduce(state, problem.k_exp), problem.k_exp);
   if (lane == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
 
@@ -65,26 +92,47 @@ __global__ void __launch_bounds__(kWarpRowThreads) topk_warp_row_kernel(TopkProb
     return;
   }
 
-  const auto row_keys = [&](auto&& visit) {
-    for_each_element<kStreamUnroll>(segment, static_cast<int>(lane), 32,
-                                    [&](const auto& group) { visit_keys(group, 0, visit); });
-  };
-  const TopkKey threshold =
-      team_radix_select<WarpTeam, 0, kSignificantBits<T>>(k, row_keys, s.select, index_bits_of(problem.vocab));
+  // tau: the K-th largest seed (the row's maximum at K = 1), sorted as plain logits. -inf
+  // placeholders of lanes with fewer than four vectors only lower it.
+  static_assert(kSeedsPerLane == 4, "the seeds fill the 128-key sort");
+  float tau = normalizer.max;
+  if (k > 1) {
+    float a = seeds.values[0], b = seeds.values[1];
+    warp_top64_of_128(a, b, seeds.values[2], seeds.values[3], lane);
+    tau = __shfl_sync(0xffffffffu, k <= 32 ? a : b, (k - 1) % 32);
+  }
+
+  // Pass 2.
   if (lane == 0) s.count = 0;
   __syncwarp();
-  row_keys([&](TopkKey key) {
-    if (key >= threshold) {
-      const unsigned slot = atomicAdd(&s.count, 1u);
-      if (slot < kWarpRowMaxK) s.winners[slot] = key;  // slot < k always; the test keeps a bug in bounds
-    }
-  });
+  const CandidateList list{s.keys, &s.count, kWarpListCapacity, tau};
+  for_each_element<kStreamUnroll>(segment, static_cast<int>(lane), 32,
+                                  [&](const auto& group) { list.offer(group, 0); });
   __syncwarp();
-  TopkKey a = lane < k ? s.winners[lane] : kEmptyKey;  // kEmptyKey sorts last
-  TopkKey b = lane + 32 < k ? s.winners[lane + 32] : kEmptyKey;
-  warp_sort_run(a, b, lane);
-  if (lane < k) write_topk_entry(a, normalizer, problem.log_probs, probs + lane, indices + lane);
-  if (lane + 32 < k) write_topk_entry(b, normalizer, problem.log_probs, probs + lane + 32, indices + lane + 32);
+  unsigned listed = s.count;  // warp-uniform
+  if (listed > kWarpListCapacity) {
+    team_topk_unsorted<WarpTeam, kSignificantBits<T>>(k, TeamRowKeys<WarpTeam, T>{segment}, s.select, s.keys,
+                                                     s.count, index_bits_of(problem.vocab));
+    listed = k;
+  }
+
+  // The sort as wide as the list: each width doubles the last's shuffles.
+  const auto listed_key = [&](unsigned i) { return i < listed ? s.keys[i] : kEmptyKey; };  // sorts last
+  const auto write = [&](TopkKey key, unsigned j) {
+    if (j < k) write_topk_entry(key, normalizer, problem.log_probs, probs + j, indices + j);
+  };
+  if (listed <= 32) {
+    TopkKey a = listed_key(lane);
+    if (k == 1) a = warp_max(a);
+    else warp_sort_lanes(a, lane);
+    write(a, lane);
+    return;
+  }
+  TopkKey a = listed_key(lane), b = listed_key(lane + 32);
+  if (listed <= 64) warp_sort_run(a, b, lane);
+  else warp_top64_of_128(a, b, listed_key(lane + 64), listed_key(lane + 96), lane);
+  write(a, lane);
+  write(b, lane + 32);
 }
 
 }  // namespace

@@ -126,7 +126,7 @@ std::vector<TopkCase> input_cases() {
 }
 
 // The warp-per-row kernel (topk_warp_row.cu: V <= 4096, K <= 64) at its edges, through forced
-// `fused` (`automatic` runs these 13 rows a block each: too few for warps to pay, dispatch.cpp),
+// `fused` (`automatic` runs these 13 rows of 4096 a block each: one wave of blocks, dispatch.cpp),
 // so the same inputs check both kernels: V = 4096, its limit, beside 4097 (a block per row);
 // K = 64, its sort's width, beside 65 (a block per row);
 // 13 rows, so the last block's warps partly exit at once; constant rows (ties down to the index
@@ -147,14 +147,26 @@ std::vector<TopkCase> warp_row_cases() {
             c.params.stride = 32 * 8;  // one lane's stride, for a row of 16-byte bf16 vectors
             out.push_back(c);
           }
+  // The candidate list's edges and the exact path's index bytes. A constant row lists every
+  // token: 64 and 65 fill one and both halves of the final sort, 128 its whole room, 129
+  // overflows it, and 300, 1000 and 2048 tokens send the exact select on into 9, 10 and 11 index
+  // bits.
+  for (DType dt : {DType::f32, DType::bf16})
+    for (int64_t V : {64, 65, 128, 129, 300, 1000, 2048})
+      for (int32_t k : {1, 50, 64}) {
+        TopkCase c = topk_case(TopkImpl::fused, dt, V, 13, k, Dist::constant);
+        c.params.count = k;
+        out.push_back(c);
+      }
   return finish(out, true);
 }
 
 // A small selection for compute-sanitizer ('*Sanitize*' in scripts/gpu-check): every
 // implementation on ties (V = 20000: the fused core's overflowing lists), adversarial buffers
 // (the exact fallback), NaN rows, fewer unmasked tokens than K on a misaligned strided layout,
-// K beyond the fused and split-k paths, and tied rows through the warp-per-row kernel (13 rows
-// of 4096 at K = 64: its select goes down to the index bytes).
+// K beyond the fused and split-k paths, and the warp-per-row kernel's three ways to its winners:
+// tied rows of 4096 at K = 64 (the list overflows; the select goes down to the index bytes),
+// rows of 1000 LLM-like logits (a short list) and tied rows of 128 (a full one).
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   struct Small { int64_t V, rows; int32_t k; Dist dist; int64_t stride, count; Layout layout; };
@@ -164,7 +176,9 @@ std::vector<TopkCase> sanitize_cases() {
                            Small{4097, 3, 1024, Dist::adversarial_stride, 4, 1024, {}},
                            Small{4097, 3, 4096, Dist::nan_row, 256, 16, {}},
                            Small{33, 5, 16, Dist::few_unmasked, 256, 8, {34, 1}},
-                           Small{4096, 13, 64, Dist::constant, 256, 64, {}}})
+                           Small{4096, 13, 64, Dist::constant, 256, 64, {}},
+                           Small{1000, 13, 50, Dist::llm_like, 256, 50, {}},
+                           Small{128, 13, 64, Dist::constant, 256, 64, {}}})
       for (TopkImpl impl : kAllTopkImpls) {
         TopkCase c = topk_case(impl, dt, s.V, s.rows, s.k, s.dist);
         c.params.stride = s.stride;
