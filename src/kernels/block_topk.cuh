@@ -25,14 +25,20 @@ struct BlockTopkStorage {
   TopkKey ranked[kRankSortMaxK];  ///< the rank sort's output (small k)
 };
 
-/// Visits the key of every element of a group from a segment whose element 0 is token
-/// first_index of the row.
+/// Visits (logit, token index) of every element of a group from a segment whose element 0 is
+/// token first_index of the row.
 template <int N, int W, typename Visit>
-__device__ __forceinline__ void visit_keys(const ElementGroup<N, W>& group, int64_t first_index, Visit&& visit) {
+__device__ __forceinline__ void visit_elements(const ElementGroup<N, W>& group, int64_t first_index, Visit&& visit) {
 #pragma unroll
   for (int n = 0; n < N; ++n)
 #pragma unroll
-    for (int i = 0; i < W; ++i) visit(make_key(group.x[n][i], first_index + group.offset[n] + i));
+    for (int i = 0; i < W; ++i) visit(group.x[n][i], first_index + group.offset[n] + i);
+}
+
+/// Visits the key of every element of a group, as visit_elements.
+template <int N, int W, typename Visit>
+__device__ __forceinline__ void visit_keys(const ElementGroup<N, W>& group, int64_t first_index, Visit&& visit) {
+  visit_elements(group, first_index, [&](float x, int64_t index) { visit(make_key(x, index)); });
 }
 
 /// Visits the keys of every element of a row segment (streamed from memory) across a team (a

@@ -10,7 +10,8 @@
 //  1. The warp streams its row once, folding it into (m, d) (a state a lane, merged by
 //     shuffles), and each lane keeps the four largest maxima of its 16-byte vectors: 128 seeds,
 //     each a different token's logit. Their K-th largest, tau, found by sorting them in
-//     registers (or the row's maximum, at K = 1), is at most the row's K-th logit.
+//     registers, is at most the row's K-th logit. (At K = 1 the lanes keep their largest key
+//     instead, and the warp's largest is the answer: one read.)
 //  2. The warp re-reads the row (from L1/L2) and lists every logit >= tau in shared memory: 1 to
 //     ~90 keys at K = 1 to 64 on LLM-like and normal rows of 1000 and 4000 tokens (a simulation of
 //     the seeds), against a room of 128.
@@ -25,6 +26,8 @@
 //
 // Exact on every input: every winner is >= tau, so the list (unless it overflowed) holds the top
 // K, and keys are unique, so the sort's order is the one there is.
+#include <math_constants.h>
+
 #include "cuda_check.hpp"
 #include "kernels/block_topk.cuh"
 #include "kernels/candidate_list.cuh"
@@ -60,7 +63,9 @@ __device__ __forceinline__ int index_bits_of(int64_t vocab) {
 
 // At least three blocks an SM (at most 85 registers): unbounded, the 16-bit kernels took 98 and
 // ran two; a bound of four spilled ~100 bytes.
-template <typename T>
+// kArgmax (K = 1): pass 1 also keeps each lane's largest key, so the warp's largest is the answer
+// and the row is read once: no seeds, no list, no sort.
+template <typename T, bool kArgmax>
 __global__ void __launch_bounds__(kWarpRowThreads, 3) topk_warp_row_kernel(TopkProblem problem) {
   __shared__ WarpRowShared shared[kWarpsPerBlock];
   enter_after_previous_grid();
@@ -75,11 +80,26 @@ __global__ void __launch_bounds__(kWarpRowThreads, 3) topk_warp_row_kernel(TopkP
   // a row's top tokens rarely share a vector.
   SoftmaxState state = empty_state();
   SeedBuffer<kSeedsPerLane> seeds;
+  // The lane's largest logit and its lowest index (kArgmax). Compared as a float and an index,
+  // not as a key: a 64-bit key an element cost bf16 rows more than the second read it saves.
+  // A lane visits its head and tail elements before its body, so ties compare the index.
+  float best = -CUDART_INF_F;
+  int32_t best_index = -1;
   for_each_element<kStreamUnroll>(segment, static_cast<int>(lane), 32, [&](const auto& group) {
     using Group = std::remove_reference_t<decltype(group)>;
     accumulate(state, group, problem.k_exp);
+    if constexpr (kArgmax) {
+      visit_elements(group, 0, [&](float x, int64_t index) {
+        const auto i = static_cast<int32_t>(index);  // V <= kWarpRowMaxVocab
+        if (x > best || (x == best && static_cast<uint32_t>(i) < static_cast<uint32_t>(best_index))) {
+          best = x;
+          best_index = i;
+        }
+      });
+    } else {
 #pragma unroll
-    for (int n = 0; n < Group::kRuns; ++n) seeds.push(run_max(group, n));
+      for (int n = 0; n < Group::kRuns; ++n) seeds.push(run_max(group, n));
+    }
   });
   const Normalizer normalizer(warp_reduce(state, problem.k_exp), problem.k_exp);
   if (lane == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
@@ -91,9 +111,16 @@ __global__ void __launch_bounds__(kWarpRowThreads, 3) topk_warp_row_kernel(TopkP
     write_nan_row<32>(k, probs, indices, lane);
     return;
   }
+  if constexpr (kArgmax) {
+    const TopkKey winner = warp_max(best_index < 0 ? kEmptyKey : make_key(best, best_index));
+    if (lane == 0) write_topk_entry(winner, normalizer, problem.log_probs, probs, indices);
+    return;
+  }
 
-  // tau: the K-th largest seed (the row's maximum at K = 1), sorted as plain logits. -inf
-  // placeholders of lanes with fewer than four vectors only lower it.
+  // tau: the K-th largest seed, sorted as plain logits. -inf placeholders of lanes with fewer
+  // than four vectors only lower it. K > 1 here (kArgmax takes K = 1), but the row maximum is
+  // also the right tau at K = 1, and with the sort under this branch ptxas spills nothing (12 to
+  // 56 bytes a thread without it).
   static_assert(kSeedsPerLane == 4, "the seeds fill the 128-key sort");
   float tau = normalizer.max;
   if (k > 1) {
@@ -123,8 +150,7 @@ __global__ void __launch_bounds__(kWarpRowThreads, 3) topk_warp_row_kernel(TopkP
   };
   if (listed <= 32) {
     TopkKey a = listed_key(lane);
-    if (k == 1) a = warp_max(a);
-    else warp_sort_lanes(a, lane);
+    warp_sort_lanes(a, lane);
     write(a, lane);
     return;
   }
@@ -144,7 +170,8 @@ void launch_topk_warp_rows(const TopkProblem& problem, const LaunchContext& laun
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
     KernelLaunch(dim3(blocks), kWarpRowThreads, 0, launch.stream)
-        .programmatic(launch.programmatic)(topk_warp_row_kernel<T>, problem);
+        .programmatic(launch.programmatic)(
+            problem.k == 1 ? topk_warp_row_kernel<T, true> : topk_warp_row_kernel<T, false>, problem);
   });
 }
 

@@ -158,6 +158,14 @@ std::vector<TopkCase> warp_row_cases() {
         c.params.count = k;
         out.push_back(c);
       }
+  // K = 1 keeps a lane's largest logit and its index; a lane visits its head and tail elements
+  // before its body, so on a misaligned tied row the tail's ties come first and must lose.
+  for (DType dt : {DType::f32, DType::bf16})
+    for (int64_t V : {33, 1000, 4096}) {
+      TopkCase c = topk_case(TopkImpl::fused, dt, V, 13, 1, Dist::constant);
+      c.layout = Layout{V + 5, dt == DType::f32 ? 3 : 7};
+      out.push_back(c);
+    }
   return finish(out, true);
 }
 
