@@ -11,7 +11,8 @@
 #             top-k at rows {1,8,256} x V {32000,128256,256000} x K {50,1024} with all algorithms,
 #             plus rows {1,4} x V {4M,64M} x K 50 without the CUB baselines.
 #   softmax   every softmax benchmark (both dists, every registered dtype)
-#   topk      issue 3: rows {1,8,64,128,256,1024} x V up to 1M and 8-8192 rows of 1000-16000,
+#   topk      issue 3: rows {1,8,64,128,256,1024} x V up to 1M, 8-8192 rows of 1000-16000 and
+#             16384 rows of 8-256 (MoE routing),
 #             every K, algorithm and dist
 #   splitk    issue 4: rows {1,2,4,8,16} x V up to 64M, every K, algorithm and dist
 #   full      everything (hours: the CUB baselines at large shapes are slow)
@@ -33,7 +34,7 @@ slice_filter() {
       echo "$f"
       ;;
     softmax) echo '^softmax/' ;;
-    topk) echo '^topk/[a-z0-9]+/[a-z]+/(rows:(1|8|64|128|256|1024)/V:(32000|50257|128256|151936|201088|256000|1048576)|rows:(8|64|256|512|1024|2048|8192)/V:(1000|2000|4000|16000))/' ;;
+    topk) echo '^topk/[a-z0-9]+/[a-z]+/(rows:(1|8|64|128|256|1024)/V:(32000|50257|128256|151936|201088|256000|1048576)|rows:(8|64|256|512|1024|2048|8192)/V:(1000|2000|4000|16000)|rows:16384/V:(8|64|128|256))/' ;;
     splitk) echo '^topk/[a-z0-9]+/[a-z]+/rows:(1|2|4|8|16)/' ;;
     full) echo '.' ;;
     *) echo "run.sh: unknown slice '$1' (headline, softmax, topk, splitk, full)" >&2; return 2 ;;

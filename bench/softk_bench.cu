@@ -590,10 +590,15 @@ void register_topk() {
     for (int64_t r : {2048, 8192})
       for (int64_t v : {1000, 4000, 16000}) shapes.emplace(r, v, k);
   // The warp-per-row crossover in rows (dispatch.cpp, warp_rows_pay): fused runs such rows a
-  // warp each at any batch, auto a block each below its row bound.
+  // warp each at any batch; auto a block each within one wave of blocks, except rows of at most
+  // 1024 tokens (8 KB at K = 1).
   for (int32_t k : {1, 50})
     for (int64_t r : {8, 64, 256, 512, 1024})
       for (int64_t v : {1000, 2000, 4000}) shapes.emplace(r, v, k);
+  // Mixture-of-experts routing: many tokens over few experts (8 as in Mixtral, 128 and 256 as in
+  // Qwen3-MoE and DeepSeek-V3), K 1 to 8: the shortest rows a warp takes.
+  for (int32_t k : {1, 2, 8})
+    for (int64_t v : {8, 64, 128, 256}) shapes.emplace(16384, v, k);
   // Issue 4: few rows x vocabularies up to 64M (split-k); 32 rows for the dispatcher's
   // crossover (it may pick split-k up to SMs / 4 rows).
   for (int32_t k : ks)

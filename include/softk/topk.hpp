@@ -13,8 +13,8 @@ namespace softk {
 ///                  selects and sorts the K winners from that list. A list that overflows sends
 ///                  the block over the row itself (inside the same block), so the result is
 ///                  exact on every input. K <= 1024. Rows of at most 4096 tokens at K <= 64
-///                  take a warp per row instead (the same bound-and-list scheme in registers,
-///                  exact); under `automatic` past two rows an SM, and in smaller batches
+///                  take a warp per row instead (the same bound-and-list scheme, sorted in
+///                  registers, exact); under `automatic` past two rows an SM, and in smaller batches
 ///                  where a warp's row is as quick as a block's (at most 1024 tokens; at
 ///                  K = 1, 8 KB).
 ///  - radix_select: any K; radix-selects the K-th key of each row, gathers the winners and

@@ -1,5 +1,6 @@
-// The block-level steps of an exact top-k once keys can be visited: select the K-th key, gather
-// the K winners into shared memory, sort them, and write them out as (probability, index).
+// The steps of an exact top-k once keys can be visited, by a block or a warp: select the K-th key,
+// gather the K winners into shared memory, sort them (in shared memory and in registers), and
+// write them out as (probability, index).
 #pragma once
 
 #include <type_traits>
@@ -220,10 +221,11 @@ __device__ const TopkKey* block_sort_winners(unsigned n, BlockTopkStorage& stora
 }
 
 /// Finds the K largest of the keys `for_each_key` visits across the team and gathers them, in no
-/// particular order, into keys[0, k), through *count (k <= capacity). `for_each_key` must visit at
-/// least k unique keys (every caller's source does: a row or chunk of >= k elements, or a
-/// candidate list holding every key >= a k-th-key bound). Exact and deterministic as a set: keys
-/// are unique. kValueBits and index_bits: as for team_radix_select. Ends on a team barrier.
+/// particular order, into keys[0, k), counting them in `count` (shared memory). `for_each_key`
+/// must visit at least k unique keys (every caller's source does: a row or chunk of >= k
+/// elements, or a candidate list holding every key >= a k-th-key bound). Exact and deterministic
+/// as a set: keys are unique. kValueBits and index_bits: as for team_radix_select. Ends on a team
+/// barrier.
 template <typename Team, int kValueBits = 32, typename ForEachKey>
 __device__ void team_topk_unsorted(unsigned k, ForEachKey&& for_each_key, RadixSelectStorage& select, TopkKey* keys,
                                    unsigned& count, int index_bits = 32) {

@@ -34,7 +34,7 @@ void launch_topk_fused(const TopkProblem& problem, const LaunchContext& launch, 
 /// of at most kWarpRowMaxVocab tokens. A warp's time grows with V where a block's barely does.
 /// The first design (a radix select per row: about five reads of it) took 1.05-2.14x a block's
 /// time at 16000 tokens (H100, 2048 and 8192 rows, K 1 and 50); the present one reads a row
-/// twice and was not measured past 4096 tokens.
+/// twice (once at K = 1) and was not measured past 4096 tokens.
 constexpr int32_t kWarpRowMaxK = 64;
 constexpr int64_t kWarpRowMaxVocab = 4096;
 bool topk_warp_row_fits(int64_t vocab, int32_t k);

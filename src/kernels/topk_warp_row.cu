@@ -1,5 +1,6 @@
 // Fused softmax + top-k of short rows, a warp per row (V <= 4096, K <= 64; under `automatic` past
-// one wave of blocks, or on rows of at most 1024 tokens: dispatch.cpp, warp_rows_pay). A block
+// one wave of blocks, or on rows of at most 1024 tokens, 8 KB at K = 1: dispatch.cpp,
+// warp_rows_pay). A block
 // per row pays phases whose cost does not shrink with the row: the seed select, the candidate
 // list, a dozen block barriers. At a few thousand tokens those are the whole time (8192 x 1000
 // f32, K = 50: 303 us for 33 MB, about torch's time), and a batch of short rows is many waves of
@@ -12,17 +13,18 @@
 //     each a different token's logit. Their K-th largest, tau, found by sorting them in
 //     registers, is at most the row's K-th logit. (At K = 1 the lanes keep their largest key
 //     instead, and the warp's largest is the answer: one read.)
-//  2. The warp re-reads the row (from L1/L2) and lists every logit >= tau in shared memory: 1 to
-//     ~90 keys at K = 1 to 64 on LLM-like and normal rows of 1000 and 4000 tokens (a simulation of
+//  2. The warp re-reads the row (from L1/L2) and lists every logit >= tau in shared memory: 2 to
+//     ~90 keys at K = 2 to 64 on LLM-like and normal rows of 1000 and 4000 tokens (a simulation of
 //     the seeds), against a room of 128.
 //  3. An in-register sort of the list's 32, 64 or 128 keys (as many as it holds) gives the K
 //     largest, written with exp(x - m) / d.
 //
 // A radix select per row, as before this design, cost three to four passes of contended
 // shared-memory atomics over the row (8192 x 1000 f32, K = 50: 60 us on an H100, 20% of copy).
-// It remains the exact path for a row whose list overflows (a constant row, or one whose top
-// tokens crowd a few lanes): team_radix_select by the warp alone, skipping the index bytes a
-// row's indices cannot set, then the same sort.
+// It remains the exact path for a row whose list overflows (a constant row, a monotone one, one
+// whose top tokens crowd a few lanes, or one with fewer than K finite logits, where tau is -inf):
+// team_radix_select by the warp alone, skipping the index bytes a row's indices cannot set, then
+// the same sort.
 //
 // Exact on every input: every winner is >= tau, so the list (unless it overflowed) holds the top
 // K, and keys are unique, so the sort's order is the one there is.
@@ -44,7 +46,7 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 constexpr int kWarpRowThreads = kWarpsPerBlock * 32;
 /// Seeds a lane keeps: 4 x 32 = 128, the sort's width. Two a lane (the K-th of 64) listed ~170
-/// keys at K = 64 in the simulation, past the room; four list at most ~90.
+/// to ~300 keys at K = 64 in the simulation, past the room; four list at most ~90.
 constexpr int kSeedsPerLane = 4;
 /// The list's room: the keys the final sort takes, four a lane.
 constexpr unsigned kWarpListCapacity = 128;
@@ -61,11 +63,25 @@ __device__ __forceinline__ int index_bits_of(int64_t vocab) {
   return vocab <= 1 ? 1 : 64 - __clzll(static_cast<unsigned long long>(vocab - 1));
 }
 
+/// What pass 1 keeps besides (m, d).
+enum class WarpRowPass {
+  /// K = 1: each lane's largest logit and its index, so the warp's largest is the answer and the
+  /// row is read once: no seeds, no list, no sort.
+  argmax,
+  /// The largest vector maxima: a quarter of the insertions of elements, and a row's top tokens
+  /// rarely share a vector.
+  vector_seeds,
+  /// The largest elements, for a row of fewer than 2K vectors: there, too few vector maxima (and
+  /// lanes holding -inf placeholders) left tau loose, and 48-100% of rows of 50-64 vectors
+  /// overflowed the list at K = 50-64 in the simulation (fp32 200-256 tokens, bf16 400-512), none
+  /// of 100 or more. A kernel of its own: the choice inside pass 1 cost the fp32 kernel 16
+  /// registers, a block an SM, and large batches of 1000-token rows 6-8% (H100).
+  element_seeds,
+};
+
 // At least three blocks an SM (at most 85 registers): unbounded, the 16-bit kernels took 98 and
 // ran two; a bound of four spilled ~100 bytes.
-// kArgmax (K = 1): pass 1 also keeps each lane's largest key, so the warp's largest is the answer
-// and the row is read once: no seeds, no list, no sort.
-template <typename T, bool kArgmax>
+template <typename T, WarpRowPass kPass>
 __global__ void __launch_bounds__(kWarpRowThreads, 3) topk_warp_row_kernel(TopkProblem problem) {
   __shared__ WarpRowShared shared[kWarpsPerBlock];
   enter_after_previous_grid();
@@ -76,11 +92,10 @@ __global__ void __launch_bounds__(kWarpRowThreads, 3) topk_warp_row_kernel(TopkP
   WarpRowShared& s = shared[threadIdx.x / 32];
   const RowSegment<T> segment(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
 
-  // Pass 1. A vector's maximum seeds rather than each element: a quarter of the insertions, and
-  // a row's top tokens rarely share a vector.
+  // Pass 1.
   SoftmaxState state = empty_state();
   SeedBuffer<kSeedsPerLane> seeds;
-  // The lane's largest logit and its lowest index (kArgmax). Compared as a float and an index,
+  // The lane's largest logit and its lowest index (argmax pass). Compared as a float and an index,
   // not as a key: a 64-bit key an element cost bf16 rows more than the second read it saves.
   // A lane visits its head and tail elements before its body, so ties compare the index.
   float best = -CUDART_INF_F;
@@ -88,7 +103,7 @@ __global__ void __launch_bounds__(kWarpRowThreads, 3) topk_warp_row_kernel(TopkP
   for_each_element<kStreamUnroll>(segment, static_cast<int>(lane), 32, [&](const auto& group) {
     using Group = std::remove_reference_t<decltype(group)>;
     accumulate(state, group, problem.k_exp);
-    if constexpr (kArgmax) {
+    if constexpr (kPass == WarpRowPass::argmax) {
       visit_elements(group, 0, [&](float x, int64_t index) {
         const auto i = static_cast<int32_t>(index);  // V <= kWarpRowMaxVocab
         if (x > best || (x == best && static_cast<uint32_t>(i) < static_cast<uint32_t>(best_index))) {
@@ -96,6 +111,8 @@ __global__ void __launch_bounds__(kWarpRowThreads, 3) topk_warp_row_kernel(TopkP
           best_index = i;
         }
       });
+    } else if constexpr (kPass == WarpRowPass::element_seeds) {
+      visit_elements(group, 0, [&](float x, int64_t) { seeds.push(x); });
     } else {
 #pragma unroll
       for (int n = 0; n < Group::kRuns; ++n) seeds.push(run_max(group, n));
@@ -111,14 +128,14 @@ __global__ void __launch_bounds__(kWarpRowThreads, 3) topk_warp_row_kernel(TopkP
     write_nan_row<32>(k, probs, indices, lane);
     return;
   }
-  if constexpr (kArgmax) {
+  if constexpr (kPass == WarpRowPass::argmax) {
     const TopkKey winner = warp_max(best_index < 0 ? kEmptyKey : make_key(best, best_index));
     if (lane == 0) write_topk_entry(winner, normalizer, problem.log_probs, probs, indices);
     return;
   }
 
   // tau: the K-th largest seed, sorted as plain logits. -inf placeholders of lanes with fewer
-  // than four vectors only lower it. K > 1 here (kArgmax takes K = 1), but the row maximum is
+  // than four seeds only lower it. K > 1 here (the argmax pass takes K = 1), but the row maximum is
   // also the right tau at K = 1, and with the sort under this branch ptxas spills nothing (12 to
   // 56 bytes a thread without it).
   static_assert(kSeedsPerLane == 4, "the seeds fill the 128-key sort");
@@ -169,9 +186,11 @@ void launch_topk_warp_rows(const TopkProblem& problem, const LaunchContext& laun
   const auto blocks = static_cast<unsigned>((problem.rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
-    KernelLaunch(dim3(blocks), kWarpRowThreads, 0, launch.stream)
-        .programmatic(launch.programmatic)(
-            problem.k == 1 ? topk_warp_row_kernel<T, true> : topk_warp_row_kernel<T, false>, problem);
+    const int64_t row_vectors = problem.vocab / RowSegment<T>::kWidth;
+    const auto kernel = problem.k == 1                      ? topk_warp_row_kernel<T, WarpRowPass::argmax>
+                        : row_vectors < int64_t{2} * problem.k ? topk_warp_row_kernel<T, WarpRowPass::element_seeds>
+                                                             : topk_warp_row_kernel<T, WarpRowPass::vector_seeds>;
+    KernelLaunch(dim3(blocks), kWarpRowThreads, 0, launch.stream).programmatic(launch.programmatic)(kernel, problem);
   });
 }
 

@@ -126,8 +126,9 @@ std::vector<TopkCase> input_cases() {
 }
 
 // The warp-per-row kernel (topk_warp_row.cu: V <= 4096, K <= 64) at its edges, through forced
-// `fused` (`automatic` runs these 13 rows of 4096 a block each: one wave of blocks, dispatch.cpp),
-// so the same inputs check both kernels: V = 4096, its limit, beside 4097 (a block per row);
+// `fused` (`automatic` runs these 13 rows of 4096 a block each, one wave of blocks, except 16-bit
+// rows at K = 1, whose 8 KB take the warp: dispatch.cpp), so the same inputs check both kernels:
+// V = 4096, its limit, beside 4097 (a block per row);
 // K = 64, its sort's width, beside 65 (a block per row);
 // 13 rows, so the last block's warps partly exit at once; constant rows (ties down to the index
 // bytes, of which a 4096-token row sets only the low two), ascending rows (the winners in the
@@ -147,25 +148,35 @@ std::vector<TopkCase> warp_row_cases() {
             c.params.stride = 32 * 8;  // one lane's stride, for a row of 16-byte bf16 vectors
             out.push_back(c);
           }
-  // The candidate list's edges and the exact path's index bytes. A constant row lists every
-  // token: 64 and 65 fill one and both halves of the final sort, 128 its whole room, 129
-  // overflows it, and 300, 1000 and 2048 tokens send the exact select on into 9, 10 and 11 index
-  // bits.
+  // The candidate list's edges and the exact path's index bytes (K > 1: K = 1 keeps no list). A
+  // constant row lists every token: 64 and 65 fill one and both halves of the final sort, 128 its
+  // whole room, 129 overflows it, and 300, 1000 and 2048 tokens send the exact select on into 9,
+  // 10 and 11 index bits.
   for (DType dt : {DType::f32, DType::bf16})
     for (int64_t V : {64, 65, 128, 129, 300, 1000, 2048})
-      for (int32_t k : {1, 50, 64}) {
+      for (int32_t k : {2, 50, 64}) {
         TopkCase c = topk_case(TopkImpl::fused, dt, V, 13, k, Dist::constant);
         c.params.count = k;
         out.push_back(c);
       }
-  // K = 1 keeps a lane's largest logit and its index; a lane visits its head and tail elements
-  // before its body, so on a misaligned tied row the tail's ties come first and must lose.
+  // K = 1 keeps a lane's largest logit and its index; a lane visits its tail elements before its
+  // body, so on a tied row whose base is aligned (row 0 of a dense batch) and whose length is not
+  // a whole number of vectors, lane 0 meets the tail's ties before token 0, and they must lose.
   for (DType dt : {DType::f32, DType::bf16})
-    for (int64_t V : {33, 1000, 4096}) {
-      TopkCase c = topk_case(TopkImpl::fused, dt, V, 13, 1, Dist::constant);
-      c.layout = Layout{V + 5, dt == DType::f32 ? 3 : 7};
-      out.push_back(c);
-    }
+    for (int64_t V : {33, 1001, 4095}) out.push_back(topk_case(TopkImpl::fused, dt, V, 13, 1, Dist::constant));
+  // Non-constant rows on a misaligned strided layout (head and tail elements seed, and tau is
+  // finite), with +-inf, signed zeros, log-probabilities and a temperature, at K = 1 (one read)
+  // and K = 16 / 64 (the list); 300 tokens seed every element.
+  for (DType dt : {DType::f32, DType::bf16})
+    for (int64_t V : {300, 1000})
+      for (Dist d : {Dist::llm_like, Dist::pm_inf, Dist::signed_zeros})
+        for (int32_t k : {1, 16, 64}) {
+          TopkCase c = topk_case(TopkImpl::fused, dt, V, 13, k, d);
+          c.layout = Layout{V + 5, dt == DType::f32 ? 3 : 7};
+          c.log_probs = k != 16;
+          c.temperature = k == 16 ? 0.7f : 1.0f;
+          out.push_back(c);
+        }
   return finish(out, true);
 }
 
@@ -174,7 +185,8 @@ std::vector<TopkCase> warp_row_cases() {
 // (the exact fallback), NaN rows, fewer unmasked tokens than K on a misaligned strided layout,
 // K beyond the fused and split-k paths, and the warp-per-row kernel's three ways to its winners:
 // tied rows of 4096 at K = 64 (the list overflows; the select goes down to the index bytes),
-// rows of 1000 LLM-like logits (a short list) and tied rows of 128 (a full one).
+// rows of 1000 LLM-like logits (a short list), tied rows of 128 (a full one) and tied rows of
+// 1001 at K = 1 (one read, ties across the tail).
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   struct Small { int64_t V, rows; int32_t k; Dist dist; int64_t stride, count; Layout layout; };
@@ -186,6 +198,7 @@ std::vector<TopkCase> sanitize_cases() {
                            Small{33, 5, 16, Dist::few_unmasked, 256, 8, {34, 1}},
                            Small{4096, 13, 64, Dist::constant, 256, 64, {}},
                            Small{1000, 13, 50, Dist::llm_like, 256, 50, {}},
+                           Small{1001, 13, 1, Dist::constant, 256, 1, {}},
                            Small{128, 13, 64, Dist::constant, 256, 64, {}}})
       for (TopkImpl impl : kAllTopkImpls) {
         TopkCase c = topk_case(impl, dt, s.V, s.rows, s.k, s.dist);
