@@ -1,18 +1,16 @@
 // Fused softmax + top-k of short rows, a warp per row (V <= 4096, K <= 64; under `automatic` past
 // one wave of blocks, or on rows of at most 1024 tokens, 8 KB at K = 1: dispatch.cpp,
-// warp_rows_pay). A block
-// per row pays phases whose cost does not shrink with the row: the seed select, the candidate
-// list, a dozen block barriers. At a few thousand tokens those are the whole time (8192 x 1000
-// f32, K = 50: 303 us for 33 MB, about torch's time), and a batch of short rows is many waves of
-// such blocks.
-// Here a warp takes a row, so a block holds eight and nothing waits on another warp. The warp
-// reads its row twice, and selects in registers:
+// warp_rows_pay). A block per row pays phases whose cost does not shrink with the row: the seed
+// select, the candidate list, a dozen block barriers. At a few thousand tokens those are the
+// whole time (8192 x 1000 f32, K = 50: 303 us for 33 MB, about torch's time), and a batch of
+// short rows is many waves of such blocks. Here a warp takes a row, so a block holds eight and
+// nothing waits on another warp. The warp reads its row twice, and selects in registers:
 //
 //  1. The warp streams its row once, folding it into (m, d) (a state a lane, merged by
 //     shuffles), and each lane keeps the four largest maxima of its 16-byte vectors: 128 seeds,
 //     each a different token's logit. Their K-th largest, tau, found by sorting them in
-//     registers, is at most the row's K-th logit. (At K = 1 the lanes keep their largest key
-//     instead, and the warp's largest is the answer: one read.)
+//     registers, is at most the row's K-th logit. (At K = 1 the lanes keep their largest logit
+//     and its index instead, and the warp's largest is the answer: one read.)
 //  2. The warp re-reads the row (from L1/L2) and lists every logit >= tau in shared memory: 2 to
 //     ~90 keys at K = 2 to 64 on LLM-like and normal rows of 1000 and 4000 tokens (a simulation of
 //     the seeds), against a room of 128.
@@ -75,7 +73,7 @@ enum class WarpRowPass {
   /// lanes holding -inf placeholders) left tau loose, and 48-100% of rows of 50-64 vectors
   /// overflowed the list at K = 50-64 in the simulation (fp32 200-256 tokens, bf16 400-512), none
   /// of 100 or more. A kernel of its own: the choice inside pass 1 cost the fp32 kernel 16
-  /// registers, a block an SM, and large batches of 1000-token rows 6-8% (H100).
+  /// registers, a block an SM, and large batches of 1000-token rows 6-11% (H100).
   element_seeds,
 };
 
