@@ -220,6 +220,21 @@ __device__ const TopkKey* block_sort_winners(unsigned n, BlockTopkStorage& stora
   return block_sort_descending<kThreads>(storage.winners, n, storage.ranked);
 }
 
+/// Appends every key `for_each_key` visits that is >= threshold to keys[], through the counter
+/// `count` (shared memory: this CTA's, or in a cluster another's), writing only slots below
+/// `capacity`. Callers bound the keys at or above the threshold by `capacity`; the test keeps a
+/// bug from writing out of bounds.
+template <typename ForEachKey>
+__device__ __forceinline__ void append_keys_at_least(TopkKey threshold, ForEachKey&& for_each_key, unsigned* count,
+                                                     TopkKey* keys, unsigned capacity) {
+  for_each_key([&](TopkKey key) {
+    if (key >= threshold) {
+      const unsigned slot = atomicAdd(count, 1u);
+      if (slot < capacity) keys[slot] = key;
+    }
+  });
+}
+
 /// Finds the K largest of the keys `for_each_key` visits across the team and gathers them, in no
 /// particular order, into keys[0, k), counting them in `count` (shared memory). `for_each_key`
 /// must visit at least k unique keys (every caller's source does: a row or chunk of >= k
@@ -233,12 +248,7 @@ __device__ void team_topk_unsorted(unsigned k, ForEachKey&& for_each_key, RadixS
   // The select ended on a barrier, after every thread's last read of a count from before.
   if (Team::rank() == 0) count = 0;
   Team::sync();
-  for_each_key([&](TopkKey key) {
-    if (key >= threshold) {
-      const unsigned slot = atomicAdd(&count, 1u);
-      if (slot < k) keys[slot] = key;  // slot < k always; the test keeps a bug from writing out of bounds
-    }
-  });
+  append_keys_at_least(threshold, for_each_key, &count, keys, k);  // exactly k: the select is exact
   Team::sync();
 }
 

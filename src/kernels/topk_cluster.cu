@@ -526,12 +526,9 @@ __device__ __forceinline__ void write_row_status(const TopkProblem& problem, int
 /// Appends every held key at or above `prefix` to keys[0, *count) (this CTA's, or the leader's).
 template <typename Chunk>
 __device__ __forceinline__ void send_candidates(const Chunk& held, TopkKey prefix, unsigned* count, TopkKey* keys) {
-  for_each_held_key(held, [&](TopkKey key) {
-    if (key >= prefix) {
-      const unsigned slot = atomicAdd(count, 1u);
-      if (slot < kGatherCapacity) keys[slot] = key;  // always: the decision bounded the cluster's count
-    }
-  });
+  // The decision bounded the cluster's count by kGatherCapacity.
+  append_keys_at_least(
+      prefix, [&](auto&& visit) { for_each_held_key(held, visit); }, count, keys, kGatherCapacity);
 }
 
 /// Step 4 for few candidates (plan.leader_sort_max): every CTA sends its keys at or above the

@@ -67,16 +67,8 @@ __global__ void __launch_bounds__(kThreads, 2) topk_radix_gather_kernel(TopkProb
     for (unsigned j = threadIdx.x; j < k; j += kThreads) gathered[j] = kEmptyKey;
     return;
   }
-  const RowKeys<kThreads, T> row_keys{segment};
-  const TopkKey threshold = block_radix_select<kThreads, 0, kSignificantBits<T>>(k, row_keys, select);
-  if (threadIdx.x == 0) count = 0;
-  __syncthreads();
-  row_keys([&](TopkKey key) {
-    if (key >= threshold) {
-      const unsigned slot = atomicAdd(&count, 1u);
-      if (slot < k) gathered[slot] = key;
-    }
-  });
+  team_topk_unsorted<BlockTeam<kThreads>, kSignificantBits<T>>(k, RowKeys<kThreads, T>{segment}, select, gathered,
+                                                               count);
 }
 
 __global__ void topk_radix_decode_kernel(TopkProblem problem, RadixWorkspace w) {
