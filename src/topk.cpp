@@ -35,25 +35,32 @@ void check_algorithm(const LogitsView& logits, int32_t k, TopkAlgorithm algorith
 struct Plan {
   TopkAlgorithm algorithm;
   std::size_t workspace_bytes;
+  /// For `fused`: short rows (topk_warp_row_fits) a warp each. Forced `fused` takes the warp at
+  /// any batch; `automatic` only where that pays (dispatch.cpp).
+  bool warp_rows;
 };
 
 Plan plan_for(const LogitsView& logits, int32_t k, TopkAlgorithm algorithm) {
-  if (algorithm == TopkAlgorithm::fused) return {algorithm, 0};
+  if (algorithm == TopkAlgorithm::fused) return {algorithm, 0, true};
   const DeviceInfo& device = current_device_info();
   const int64_t rows = logits.rows();
   switch (algorithm) {
-    case TopkAlgorithm::radix_select: return {algorithm, kernels::topk_radix_workspace_size(rows, k)};
+    case TopkAlgorithm::radix_select: return {algorithm, kernels::topk_radix_workspace_size(rows, k), false};
     case TopkAlgorithm::split_k:
-      return {algorithm, kernels::topk_split_k_workspace_size(rows, logits.vocab, logits.dtype, k, device,
-                                                              kernels::SplitSizing::per_row)};
+      return {algorithm,
+              kernels::topk_split_k_workspace_size(rows, logits.vocab, logits.dtype, k, device,
+                                                   kernels::SplitSizing::per_row),
+              false};
     default: break;
   }
   const TopkAlgorithm chosen = detail::choose_topk_algorithm(rows, logits.vocab, logits.dtype, k, device);
-  if (chosen == TopkAlgorithm::radix_select) return {chosen, kernels::topk_radix_workspace_size(rows, k)};
+  if (chosen == TopkAlgorithm::radix_select) return {chosen, kernels::topk_radix_workspace_size(rows, k), false};
   const int64_t split_rows = std::min(rows, detail::max_split_k_topk_rows(logits.vocab, logits.dtype, k, device));
-  return {chosen, split_rows > 0 ? kernels::topk_split_k_workspace_size(split_rows, logits.vocab, logits.dtype, k,
-                                                                        device, kernels::SplitSizing::per_batch)
-                                 : 0};
+  return {chosen,
+          split_rows > 0 ? kernels::topk_split_k_workspace_size(split_rows, logits.vocab, logits.dtype, k, device,
+                                                                kernels::SplitSizing::per_batch)
+                         : 0,
+          chosen == TopkAlgorithm::fused && detail::warp_rows_pay(rows, logits.vocab, logits.dtype, k, device)};
 }
 
 }  // namespace
@@ -78,15 +85,7 @@ void topk(const LogitsView& logits, int32_t k, float* probs, int32_t* indices, c
   const kernels::LaunchContext launch{
       stream, options.programmatic_launch && kernels::sm90_image_loaded(current_device_info())};
   switch (plan.algorithm) {
-    case TopkAlgorithm::fused: {
-      // Forced `fused` runs short rows a warp each at any batch; `automatic` only where that pays
-      // (dispatch.cpp).
-      const bool warp_rows = options.algorithm == TopkAlgorithm::fused ||
-                             detail::warp_rows_pay(problem.rows, problem.vocab, problem.dtype, problem.k,
-                                                  current_device_info());
-      kernels::launch_topk_fused(problem, launch, warp_rows);
-      break;
-    }
+    case TopkAlgorithm::fused: kernels::launch_topk_fused(problem, launch, plan.warp_rows); break;
     case TopkAlgorithm::split_k: {
       // Forced split-k keeps a row's bits the same in every batch; `automatic` may size its
       // clusters and chunks by the batch too (topk.hpp).
