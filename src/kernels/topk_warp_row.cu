@@ -16,6 +16,8 @@
 //     the seeds), against a room of 128.
 //  3. An in-register sort of the list's 32, 64 or 128 keys (as many as it holds) gives the K
 //     largest, written with exp(x - m) / d.
+// A row of at most 128 tokens (mixture-of-experts routing) lists every token in pass 1 instead:
+// no seeds, one read.
 //
 // A radix select per row, as before this design, cost three to four passes of contended
 // shared-memory atomics over the row (8192 x 1000 f32, K = 50: 60 us on an H100, 20% of copy).
@@ -75,6 +77,10 @@ enum class WarpRowPass {
   /// of 100 or more. A kernel of its own: the choice inside pass 1 cost the fp32 kernel 16
   /// registers, a block an SM, and large batches of 1000-token rows 6-11% (H100).
   element_seeds,
+  /// Every element, listed in pass 1, for a row that fits the list (V <= 128, K > 1): no seeds,
+  /// no second read. Mixture-of-experts routing (8-128 experts, K 2-8) paid the 128-seed sort on
+  /// rows of a few vectors: 16384 x 8 f32 K = 2 took 24 us against 9 at K = 1 (H100).
+  whole_row,
 };
 
 // At least three blocks an SM (at most 85 registers): unbounded, the 16-bit kernels took 98 and
@@ -91,6 +97,11 @@ __global__ void __launch_bounds__(kWarpRowThreads, 3) topk_warp_row_kernel(TopkP
   const RowSegment<T> segment(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
 
   // Pass 1.
+  if constexpr (kPass == WarpRowPass::whole_row) {
+    if (lane == 0) s.count = 0;
+    __syncwarp();
+  }
+  const CandidateList whole_row_list{s.keys, &s.count, kWarpListCapacity, -CUDART_INF_F};
   SoftmaxState state = empty_state();
   SeedBuffer<kSeedsPerLane> seeds;
   // The lane's largest logit and its lowest index (argmax pass). Compared as a float and an index,
@@ -111,6 +122,8 @@ __global__ void __launch_bounds__(kWarpRowThreads, 3) topk_warp_row_kernel(TopkP
       });
     } else if constexpr (kPass == WarpRowPass::element_seeds) {
       visit_elements(group, 0, [&](float x, int64_t) { seeds.push(x); });
+    } else if constexpr (kPass == WarpRowPass::whole_row) {
+      whole_row_list.offer(group, 0);
     } else {
 #pragma unroll
       for (int n = 0; n < Group::kRuns; ++n) seeds.push(run_max(group, n));
@@ -132,30 +145,36 @@ __global__ void __launch_bounds__(kWarpRowThreads, 3) topk_warp_row_kernel(TopkP
     return;
   }
 
-  // tau: the K-th largest seed, sorted as plain logits. -inf placeholders of lanes with fewer
-  // than four seeds only lower it. K > 1 here (the argmax pass takes K = 1), but the row maximum is
-  // also the right tau at K = 1, and with the sort under this branch ptxas spills nothing (12 to
-  // 56 bytes a thread without it).
-  static_assert(kSeedsPerLane == 4, "the seeds fill the 128-key sort");
-  float tau = normalizer.max;
-  if (k > 1) {
-    float a = seeds.values[0], b = seeds.values[1];
-    warp_top64_of_128(a, b, seeds.values[2], seeds.values[3], lane);
-    tau = __shfl_sync(0xffffffffu, k <= 32 ? a : b, (k - 1) % 32);
-  }
+  unsigned listed = 0;  // warp-uniform
+  if constexpr (kPass == WarpRowPass::whole_row) {
+    __syncwarp();
+    listed = s.count;  // V <= the room: never overflows
+  } else {
+    // tau: the K-th largest seed, sorted as plain logits. -inf placeholders of lanes with fewer
+    // than four seeds only lower it. K > 1 here (the argmax pass takes K = 1), but the row
+    // maximum is also the right tau at K = 1, and with the sort under this branch ptxas spills
+    // nothing (12 to 56 bytes a thread without it).
+    static_assert(kSeedsPerLane == 4, "the seeds fill the 128-key sort");
+    float tau = normalizer.max;
+    if (k > 1) {
+      float a = seeds.values[0], b = seeds.values[1];
+      warp_top64_of_128(a, b, seeds.values[2], seeds.values[3], lane);
+      tau = __shfl_sync(0xffffffffu, k <= 32 ? a : b, (k - 1) % 32);
+    }
 
-  // Pass 2.
-  if (lane == 0) s.count = 0;
-  __syncwarp();
-  const CandidateList list{s.keys, &s.count, kWarpListCapacity, tau};
-  for_each_element<kStreamUnroll>(segment, static_cast<int>(lane), 32,
-                                  [&](const auto& group) { list.offer(group, 0); });
-  __syncwarp();
-  unsigned listed = s.count;  // warp-uniform
-  if (listed > kWarpListCapacity) {
-    team_topk_unsorted<WarpTeam, kSignificantBits<T>>(k, TeamRowKeys<WarpTeam, T>{segment}, s.select, s.keys,
-                                                     s.count, index_bits_of(problem.vocab));
-    listed = k;
+    // Pass 2.
+    if (lane == 0) s.count = 0;
+    __syncwarp();
+    const CandidateList list{s.keys, &s.count, kWarpListCapacity, tau};
+    for_each_element<kStreamUnroll>(segment, static_cast<int>(lane), 32,
+                                    [&](const auto& group) { list.offer(group, 0); });
+    __syncwarp();
+    listed = s.count;
+    if (listed > kWarpListCapacity) {
+      team_topk_unsorted<WarpTeam, kSignificantBits<T>>(k, TeamRowKeys<WarpTeam, T>{segment}, s.select, s.keys,
+                                                       s.count, index_bits_of(problem.vocab));
+      listed = k;
+    }
   }
 
   // The sort as wide as the list: each width doubles the last's shuffles.
@@ -185,9 +204,10 @@ void launch_topk_warp_rows(const TopkProblem& problem, const LaunchContext& laun
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
     const int64_t row_vectors = problem.vocab / RowSegment<T>::kWidth;
-    const auto kernel = problem.k == 1                      ? topk_warp_row_kernel<T, WarpRowPass::argmax>
-                        : row_vectors < int64_t{2} * problem.k ? topk_warp_row_kernel<T, WarpRowPass::element_seeds>
-                                                             : topk_warp_row_kernel<T, WarpRowPass::vector_seeds>;
+    const auto kernel = problem.k == 1                         ? topk_warp_row_kernel<T, WarpRowPass::argmax>
+                        : problem.vocab <= kWarpListCapacity      ? topk_warp_row_kernel<T, WarpRowPass::whole_row>
+                        : row_vectors < int64_t{2} * problem.k    ? topk_warp_row_kernel<T, WarpRowPass::element_seeds>
+                                                                : topk_warp_row_kernel<T, WarpRowPass::vector_seeds>;
     KernelLaunch(dim3(blocks), kWarpRowThreads, 0, launch.stream).programmatic(launch.programmatic)(kernel, problem);
   });
 }

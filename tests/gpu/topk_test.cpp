@@ -164,6 +164,11 @@ std::vector<TopkCase> warp_row_cases() {
   // a whole number of vectors, lane 0 meets the tail's ties before token 0, and they must lose.
   for (DType dt : {DType::f32, DType::bf16})
     for (int64_t V : {33, 1001, 4095}) out.push_back(topk_case(TopkImpl::fused, dt, V, 13, 1, Dist::constant));
+  // Mixture-of-experts routing: rows of 8-128 experts list every token in pass 1; 129 and 256
+  // take the seeds.
+  for (DType dt : {DType::f32, DType::bf16})
+    for (int64_t V : {8, 64, 128, 129, 256})
+      for (int32_t k : {2, 8}) out.push_back(topk_case(TopkImpl::fused, dt, V, 257, k, Dist::llm_like));
   // Non-constant rows on a misaligned strided layout (head and tail elements seed, and tau is
   // finite), with +-inf, signed zeros, log-probabilities and a temperature, at K = 1 (one read)
   // and K = 16 / 64 (the list); 300 tokens seed every element.
