@@ -190,8 +190,9 @@ std::vector<TopkCase> warp_row_cases() {
 // (the exact fallback), NaN rows, fewer unmasked tokens than K on a misaligned strided layout,
 // K beyond the fused and split-k paths, and the warp-per-row kernel's three ways to its winners:
 // tied rows of 4096 at K = 64 (the list overflows; the select goes down to the index bytes),
-// rows of 1000 LLM-like logits (a short list), tied rows of 128 (a full one) and tied rows of
-// 1001 at K = 1 (one read, ties across the tail).
+// rows of 1000 LLM-like logits (a short list), rows of 200 (every element a seed), tied rows
+// of 128 (the whole row listed in one read) and tied rows of 1001 at K = 1 (one read, ties
+// across the tail).
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   struct Small { int64_t V, rows; int32_t k; Dist dist; int64_t stride, count; Layout layout; };
@@ -203,6 +204,7 @@ std::vector<TopkCase> sanitize_cases() {
                            Small{33, 5, 16, Dist::few_unmasked, 256, 8, {34, 1}},
                            Small{4096, 13, 64, Dist::constant, 256, 64, {}},
                            Small{1000, 13, 50, Dist::llm_like, 256, 50, {}},
+                           Small{200, 13, 64, Dist::llm_like, 256, 64, {}},
                            Small{1001, 13, 1, Dist::constant, 256, 1, {}},
                            Small{128, 13, 64, Dist::constant, 256, 64, {}}})
       for (TopkImpl impl : kAllTopkImpls) {
