@@ -595,6 +595,9 @@ void register_topk() {
   for (int32_t k : {1, 50})
     for (int64_t r : {8, 64, 256, 512, 1024})
       for (int64_t v : {1000, 2000, 4000}) shapes.emplace(r, v, k);
+  // K = 8 and 16 on short rows: the warp's seed rounds (topk_warp_row.cu).
+  for (int32_t k : {8, 16})
+    for (int64_t v : {1000, 4000}) shapes.emplace(8192, v, k);
   // Mixture-of-experts routing: many tokens over few experts (8 as in Mixtral, 128 and 256 as in
   // Qwen3-MoE and DeepSeek-V3), K 1 to 8: the shortest rows a warp takes.
   for (int32_t k : {1, 2, 8})

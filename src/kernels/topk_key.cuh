@@ -16,17 +16,22 @@ using TopkKey = unsigned long long;
 /// never compete. A NaN's key can sort anywhere, but NaN rows never reach selection.
 constexpr TopkKey kEmptyKey = 0;
 
-__device__ __forceinline__ TopkKey make_key(float x, int64_t index) {
-  // x + 0 turns -0 into +0 so that the two zeros tie, as they compare equal.
-  const uint32_t bits = __float_as_uint(x + 0.0f);
-  const uint32_t ordered = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-  return (TopkKey{ordered} << 32) | TopkKey{0xFFFFFFFFu - static_cast<uint32_t>(index)};
+/// A float's bits, mapped so that unsigned comparison orders them as the floats (-0 below +0).
+__device__ __forceinline__ uint32_t ordered_bits(float x) {
+  const uint32_t bits = __float_as_uint(x);
+  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
 }
 
-__device__ __forceinline__ float key_value(TopkKey key) {
-  const auto ordered = static_cast<uint32_t>(key >> 32);
+__device__ __forceinline__ float float_of_ordered_bits(uint32_t ordered) {
   return __uint_as_float((ordered & 0x80000000u) ? (ordered & 0x7FFFFFFFu) : ~ordered);
 }
+
+__device__ __forceinline__ TopkKey make_key(float x, int64_t index) {
+  // x + 0 turns -0 into +0 so that the two zeros tie, as they compare equal.
+  return (TopkKey{ordered_bits(x + 0.0f)} << 32) | TopkKey{0xFFFFFFFFu - static_cast<uint32_t>(index)};
+}
+
+__device__ __forceinline__ float key_value(TopkKey key) { return float_of_ordered_bits(static_cast<uint32_t>(key >> 32)); }
 
 /// A key whose index bits are zero, as a float threshold: for non-NaN x, x >= key_threshold(key)
 /// exactly when make_key(x, i) >= key. A value half that decodes as a NaN lies below every real

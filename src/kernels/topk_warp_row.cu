@@ -16,8 +16,8 @@
 //     the seeds), against a room of 128.
 //  3. An in-register sort of the list's 32, 64 or 128 keys (as many as it holds) gives the K
 //     largest, written with exp(x - m) / d.
-// A row of at most 128 tokens (mixture-of-experts routing) lists every token in pass 1 instead:
-// no seeds, one read.
+// A row of at most 32 tokens (mixture-of-experts routing) lists every token in pass 1 instead:
+// no seeds, one read. At K <= 8, tau comes from rounds of warp reductions rather than a sort.
 //
 // A radix select per row, as before this design, cost three to four passes of contended
 // shared-memory atomics over the row (8192 x 1000 f32, K = 50: 60 us on an H100, 20% of copy).
@@ -77,11 +77,52 @@ enum class WarpRowPass {
   /// of 100 or more. A kernel of its own: the choice inside pass 1 cost the fp32 kernel 16
   /// registers, a block an SM, and large batches of 1000-token rows 6-11% (H100).
   element_seeds,
-  /// Every element, listed in pass 1, for a row that fits the list (V <= 128, K > 1): no seeds,
-  /// no second read. Mixture-of-experts routing (8-128 experts, K 2-8) paid the 128-seed sort on
-  /// rows of a few vectors: 16384 x 8 f32 K = 2 took 24 us against 9 at K = 1 (H100).
+  /// Every element, listed in pass 1, for a row of at most kWholeRowMaxVocab tokens (K > 1): no
+  /// seeds, no second read, and the list's sort is the narrowest one.
   whole_row,
 };
+
+/// Rows that list every token. A longer row's list sorts wider than the seeds' list would:
+/// 16384 x 128 f32 at K = 2 took 27.8 us listing all 128 tokens against 14.3 through the seeds
+/// and their rounds, and 64 tokens 18.3 against 14.1 (H100). (At K = 8, 64 tokens listed whole
+/// were quicker, 20.0 us against 23.5 in bf16, and equal in f32.)
+constexpr int64_t kWholeRowMaxVocab = 32;
+
+/// Up to this K, tau comes from at most K rounds down the seeds' distinct values (about a dozen
+/// instructions each, two of them dependent warp reductions); past it, from the 128-seed sort
+/// (28 stages of shuffles over four values a lane, whatever K). At K = 8 the rounds took rows of
+/// 1000 tokens 1.08-1.10x and rows of 128-256 experts 1.2-1.5x; at K = 16 they lost 1-2% (H100).
+constexpr unsigned kSeedRoundsMaxK = 8;
+
+/// tau: the K-th largest of the warp's seeds (each lane's sorted descending). -inf placeholders
+/// of lanes with fewer than four seeds only lower it. A seed is a distinct token's logit, so tau
+/// is at most the row's K-th logit.
+__device__ __forceinline__ float kth_largest_seed(const SeedBuffer<kSeedsPerLane>& seeds, unsigned k, unsigned lane) {
+  static_assert(kSeedsPerLane == 4, "the seeds fill the 128-key sort");
+  if (k <= kSeedRoundsMaxK) {
+    // Down the warp's distinct seed values until K seeds are at or above one. It ends by K
+    // rounds, or at the -inf placeholders' value, which all 128 seeds reach.
+    uint32_t ordered[kSeedsPerLane];
+#pragma unroll
+    for (int i = 0; i < kSeedsPerLane; ++i) ordered[i] = ordered_bits(seeds.values[i]);
+    uint32_t largest = __reduce_max_sync(0xffffffffu, ordered[0]);
+    for (;;) {
+      unsigned at_least = 0, below = 0;
+#pragma unroll
+      for (int i = 0; i < kSeedsPerLane; ++i) {
+        at_least += ordered[i] >= largest;
+        if (ordered[i] < largest) below = max(below, ordered[i]);
+      }
+      if (__reduce_add_sync(0xffffffffu, at_least) >= k) break;
+      largest = __reduce_max_sync(0xffffffffu, below);
+    }
+    return float_of_ordered_bits(largest);
+  }
+  // With the sort under a branch on K, ptxas spills nothing (12 to 56 bytes a thread without one).
+  float a = seeds.values[0], b = seeds.values[1];
+  warp_top64_of_128(a, b, seeds.values[2], seeds.values[3], lane);
+  return __shfl_sync(0xffffffffu, k <= 32 ? a : b, (k - 1) % 32);
+}
 
 // At least three blocks an SM (at most 85 registers): unbounded, the 16-bit kernels took 98 and
 // ran two; a bound of four spilled ~100 bytes.
@@ -150,17 +191,7 @@ __global__ void __launch_bounds__(kWarpRowThreads, 3) topk_warp_row_kernel(TopkP
     __syncwarp();
     listed = s.count;  // V <= the room: never overflows
   } else {
-    // tau: the K-th largest seed, sorted as plain logits. -inf placeholders of lanes with fewer
-    // than four seeds only lower it. K > 1 here (the argmax pass takes K = 1), but the row
-    // maximum is also the right tau at K = 1, and with the sort under this branch ptxas spills
-    // nothing (12 to 56 bytes a thread without it).
-    static_assert(kSeedsPerLane == 4, "the seeds fill the 128-key sort");
-    float tau = normalizer.max;
-    if (k > 1) {
-      float a = seeds.values[0], b = seeds.values[1];
-      warp_top64_of_128(a, b, seeds.values[2], seeds.values[3], lane);
-      tau = __shfl_sync(0xffffffffu, k <= 32 ? a : b, (k - 1) % 32);
-    }
+    const float tau = kth_largest_seed(seeds, k, lane);
 
     // Pass 2.
     if (lane == 0) s.count = 0;
@@ -205,7 +236,7 @@ void launch_topk_warp_rows(const TopkProblem& problem, const LaunchContext& laun
     using T = typename decltype(in)::type;
     const int64_t row_vectors = problem.vocab / RowSegment<T>::kWidth;
     const auto kernel = problem.k == 1                         ? topk_warp_row_kernel<T, WarpRowPass::argmax>
-                        : problem.vocab <= kWarpListCapacity      ? topk_warp_row_kernel<T, WarpRowPass::whole_row>
+                        : problem.vocab <= kWholeRowMaxVocab      ? topk_warp_row_kernel<T, WarpRowPass::whole_row>
                         : row_vectors < int64_t{2} * problem.k    ? topk_warp_row_kernel<T, WarpRowPass::element_seeds>
                                                                 : topk_warp_row_kernel<T, WarpRowPass::vector_seeds>;
     KernelLaunch(dim3(blocks), kWarpRowThreads, 0, launch.stream).programmatic(launch.programmatic)(kernel, problem);

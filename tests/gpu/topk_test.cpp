@@ -149,12 +149,14 @@ std::vector<TopkCase> warp_row_cases() {
             out.push_back(c);
           }
   // The candidate list's edges and the exact path's index bytes (K > 1: K = 1 keeps no list). A
-  // constant row lists every token: 64 and 65 fill one and both halves of the final sort, 128 its
-  // whole room, 129 overflows it, and 300, 1000 and 2048 tokens send the exact select on into 9,
-  // 10 and 11 index bits.
+  // constant row lists every token: 32 is the longest row listed whole and 33 the shortest that
+  // seeds, 64 and 65 fill one and both halves of the final sort, 128 its whole room, 129
+  // overflows it, and 300, 1000 and 2048 tokens send the exact select on into 9, 10 and 11 index
+  // bits. K = 8 is the last K whose tau comes from rounds over tied seeds, 9 the first sorted.
   for (DType dt : {DType::f32, DType::bf16})
-    for (int64_t V : {64, 65, 128, 129, 300, 1000, 2048})
-      for (int32_t k : {2, 50, 64}) {
+    for (int64_t V : {32, 33, 64, 65, 128, 129, 300, 1000, 2048})
+      for (int32_t k : {2, 8, 9, 50, 64}) {
+        if (k > V) continue;
         TopkCase c = topk_case(TopkImpl::fused, dt, V, 13, k, Dist::constant);
         c.params.count = k;
         out.push_back(c);
@@ -164,10 +166,10 @@ std::vector<TopkCase> warp_row_cases() {
   // a whole number of vectors, lane 0 meets the tail's ties before token 0, and they must lose.
   for (DType dt : {DType::f32, DType::bf16})
     for (int64_t V : {33, 1001, 4095}) out.push_back(topk_case(TopkImpl::fused, dt, V, 13, 1, Dist::constant));
-  // Mixture-of-experts routing: rows of 8-128 experts list every token in pass 1; 129 and 256
-  // take the seeds.
+  // Mixture-of-experts routing: rows of 8-32 experts list every token in pass 1; 33 to 256 take
+  // the seeds.
   for (DType dt : {DType::f32, DType::bf16})
-    for (int64_t V : {8, 64, 128, 129, 256})
+    for (int64_t V : {8, 32, 33, 64, 128, 256})
       for (int32_t k : {2, 8}) out.push_back(topk_case(TopkImpl::fused, dt, V, 257, k, Dist::llm_like));
   // Non-constant rows on a misaligned strided layout (head and tail elements seed, and tau is
   // finite), with +-inf, signed zeros, log-probabilities and a temperature, at K = 1 (one read)
@@ -188,11 +190,11 @@ std::vector<TopkCase> warp_row_cases() {
 // A small selection for compute-sanitizer ('*Sanitize*' in scripts/gpu-check): every
 // implementation on ties (V = 20000: the fused core's overflowing lists), adversarial buffers
 // (the exact fallback), NaN rows, fewer unmasked tokens than K on a misaligned strided layout,
-// K beyond the fused and split-k paths, and the warp-per-row kernel's three ways to its winners:
-// tied rows of 4096 at K = 64 (the list overflows; the select goes down to the index bytes),
-// rows of 1000 LLM-like logits (a short list), rows of 200 (every element a seed), tied rows
-// of 128 (the whole row listed in one read) and tied rows of 1001 at K = 1 (one read, ties
-// across the tail).
+// K beyond the fused and split-k paths, and the warp-per-row kernel's ways to its winners: tied
+// rows of 4096 at K = 64 (the list overflows; the select goes down to the index bytes), rows of
+// 1000 LLM-like logits (a short list; at K = 8 tau comes from rounds), rows of 200 (every
+// element a seed), tied rows of 128 (a full list), rows of 32 (listed whole in one read) and
+// tied rows of 1001 at K = 1 (one read, ties across the tail).
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   struct Small { int64_t V, rows; int32_t k; Dist dist; int64_t stride, count; Layout layout; };
@@ -205,6 +207,8 @@ std::vector<TopkCase> sanitize_cases() {
                            Small{4096, 13, 64, Dist::constant, 256, 64, {}},
                            Small{1000, 13, 50, Dist::llm_like, 256, 50, {}},
                            Small{200, 13, 64, Dist::llm_like, 256, 64, {}},
+                           Small{32, 13, 8, Dist::llm_like, 256, 8, {}},
+                           Small{1000, 13, 8, Dist::llm_like, 256, 8, {}},
                            Small{1001, 13, 1, Dist::constant, 256, 1, {}},
                            Small{128, 13, 64, Dist::constant, 256, 64, {}}})
       for (TopkImpl impl : kAllTopkImpls) {
