@@ -450,18 +450,15 @@ void measure(benchmark::State& state, const Op& op, const std::string& name) {
     state.counters["MB"] = op.bytes / 1e6;
   };
 
-  // Warm-up: the first launch, and any softk::Error of a forced algorithm surfaces here, before
-  // timing. Held, so host-side work (lazy module loading) stays out of its time.
-  bool hold = true;
-  timer.begin(hold);
+  // Warm-up, not held: a kernel's first launch may load its module (CUDA's lazy loading), and the
+  // load waits for the device to go idle, which it cannot while the hold spins. Held, the first
+  // launch of each kernel timed out the hold and the op was then timed unheld, launch overhead
+  // included (8 x 1000 f32 K = 1 read ~1.2 us slower under auto than forced fused, the same
+  // kernel: auto ran first). Any softk::Error of a forced algorithm surfaces here too.
+  timer.begin(false);
   launch_next();
   const double first = timer.end();
-  if (timer.timed_out()) {
-    // The enqueue of one op blocked until the hold gave up: the op synchronises the host (or
-    // the stream queue filled). Time it unheld; the label flags that host time is included.
-    hold = false;
-    state.SetLabel("host-blocking op: timed without the stream hold (includes launch overhead)");
-  } else if (first > g_settings.max_op_s) {
+  if (first > g_settings.max_op_s) {  // held or not, launch overhead is nothing at this length
     g_slow_cases.insert(name);
     state.SetLabel("slow: one sample, not repeated");
     for (auto _ : state) state.SetIterationTime(first);
@@ -469,10 +466,20 @@ void measure(benchmark::State& state, const Op& op, const std::string& name) {
     return;
   }
 
-  // Calibrate the burst length from one more op (also a second warm-up).
+  // Calibrate the burst length from one held op, which also tells a host-blocking op.
+  bool hold = true;
   timer.begin(hold);
   launch_next();
-  const double one = timer.end();
+  double one = timer.end();
+  if (timer.timed_out()) {
+    // The enqueue of one op blocked until the hold gave up: the op synchronises the host (or
+    // the stream queue filled). Time it unheld; the label flags that host time is included.
+    hold = false;
+    state.SetLabel("host-blocking op: timed without the stream hold (includes launch overhead)");
+    timer.begin(hold);
+    launch_next();
+    one = timer.end();
+  }
   const int burst = int(std::clamp<double>(std::ceil(g_settings.burst_us * 1e-6 / std::max(one, 1e-7)), 1.0,
                                            double(std::min(g_settings.max_burst, op.max_burst))));
   if (one < 0.05) {  // one warm burst at the chosen length, unless an op takes > 50 ms

@@ -55,6 +55,10 @@ int main(int argc, char** argv) {
 
     cudaStream_t stream;
     CHECK(cudaStreamCreate(&stream));
+    // One step outside the graph first: CUDA loads each kernel on its first launch, waiting for
+    // the device to go idle (README, "Lazy loading"), and start-up is the place for that wait.
+    softk::topk(view, k, probs, indices, options, workspace, workspace_bytes, stream);
+    CHECK(cudaStreamSynchronize(stream));
     cudaGraph_t graph;
     cudaGraphExec_t step;
     CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));

@@ -44,7 +44,9 @@ std::size_t softmax_workspace_size(const LogitsView& logits, const SoftmaxOption
 /// entries share the mass equally (the limit of softmax) and all others get 0. A row that is all
 /// -inf or holds NaN is reported through options.row_status (see RowStatus).
 ///
-/// Stream-ordered: no allocation, no host synchronisation, capturable in a CUDA graph.
+/// Stream-ordered: no allocation, no host synchronisation, capturable in a CUDA graph. (CUDA
+/// itself may wait for the device to go idle on the first launch of each kernel, while it loads
+/// the kernel lazily: see README, "Lazy loading".)
 /// Deterministic: the same inputs and algorithm give bitwise the same output, and a forced
 /// algorithm gives a row the same bits whatever batch it sits in, provided the row starts at
 /// the same 16-byte phase (always so when V x element size is a multiple of 16 bytes; otherwise

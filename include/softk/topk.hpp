@@ -74,7 +74,8 @@ std::size_t topk_workspace_size(const LogitsView& logits, int32_t k, const TopkO
 /// and NaN in every slot; see RowStatus.
 ///
 /// Stream-ordered, no allocation, no host synchronisation, capturable in a CUDA graph, bitwise
-/// deterministic. Indices are exact, so they never depend on the algorithm or the batch. The
+/// deterministic. (CUDA itself may wait for the device to go idle on the first launch of each
+/// kernel, while it loads the kernel lazily: see README, "Lazy loading".) Indices are exact, so they never depend on the algorithm or the batch. The
 /// probabilities of a forced algorithm are the same bits whatever batch a row sits in (at the
 /// same 16-byte phase, as for softmax); `automatic` may pick another algorithm for another row
 /// count, or cut a row into fewer parts when a batch has more rows, and its probabilities then
