@@ -598,8 +598,8 @@ void register_topk() {
       for (int64_t v : {1000, 4000, 16000}) shapes.emplace(r, v, k);
   // The warp-per-row crossover in rows (dispatch.cpp, warp_rows_pay): fused runs such rows a
   // warp each at any batch; auto a block each within one wave of blocks, except rows of at most
-  // 1024 tokens (8 KB at K = 1).
-  for (int32_t k : {1, 50})
+  // 1024 tokens (8 KB at K = 1). K = 256: the whole-row sort, at every batch.
+  for (int32_t k : {1, 50, 256})
     for (int64_t r : {8, 64, 256, 512, 1024})
       for (int64_t v : {1000, 2000, 4000}) shapes.emplace(r, v, k);
   // K = 8 and 16 on short rows: the warp's seed rounds (topk_warp_row.cu).

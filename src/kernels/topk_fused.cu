@@ -62,6 +62,10 @@ void launch_topk_fused(const TopkProblem& problem, const LaunchContext& launch, 
     launch_topk_warp_rows(problem, launch);
     return;
   }
+  if (topk_sorted_row_fits(problem.vocab, problem.k)) {
+    launch_topk_sorted_rows(problem, launch);
+    return;
+  }
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
     with_seed_count(problem.k, [&](auto seeds) {

@@ -26,8 +26,9 @@ struct TopkProblem {
   int32_t* row_status; ///< nullable
 };
 
-/// Fused top-k, k <= kMaxFastTopK: a warp per row where `warp_rows` and topk_warp_row_fits, else a
-/// block per row. No workspace.
+/// Fused top-k, k <= kMaxFastTopK: a warp per row where `warp_rows` and topk_warp_row_fits, a
+/// block sorting the whole row where topk_sorted_row_fits, else the block-per-row core. No
+/// workspace.
 void launch_topk_fused(const TopkProblem& problem, const LaunchContext& launch, bool warp_rows);
 
 /// The warp-per-row kernel (topk_warp_row.cu) serves K up to its in-warp sort's 64 keys, on rows
@@ -39,6 +40,13 @@ constexpr int32_t kWarpRowMaxK = 64;
 constexpr int64_t kWarpRowMaxVocab = 4096;
 bool topk_warp_row_fits(int64_t vocab, int32_t k);
 void launch_topk_warp_rows(const TopkProblem& problem, const LaunchContext& launch);
+
+/// The whole-row sort (topk_sorted_row.cu) serves the K the warp per row does not, on rows of at
+/// most 1024 tokens. Its network doubles with the row where the block core's phases barely
+/// grow: at K = 256 it took rows of 1000 1.5-1.8x, of 2000 0.8-0.97x, of 4000 0.23-0.54x (H100).
+constexpr int64_t kSortedRowMaxVocab = 1024;
+bool topk_sorted_row_fits(int64_t vocab, int32_t k);
+void launch_topk_sorted_rows(const TopkProblem& problem, const LaunchContext& launch);
 
 /// How split-k cuts a row into parts (the CTAs of its cluster, or its chunks).
 enum class SplitSizing {

@@ -9,6 +9,7 @@
 //              fewer unmasked tokens than K, signed zeros; strided/misaligned layouts,
 //              log-probs and temperature on a few shapes
 //   WarpRow/   the edges of the warp-per-row kernel (V <= 4096, K <= 64)
+//   SortedRow/ the whole-row sort (V <= 1024, K > 64) and its edge
 //   Sanitize/  a small cross-section for compute-sanitizer (scripts/gpu-check: '*Sanitize*')
 // plus the two exactness-guard tests (TopkAllWinnersInOneThreadStride, TopkAllEqualRows),
 // properties against the GPU softmax (gather), log-probs, temperature, workspace checks.
@@ -187,6 +188,34 @@ std::vector<TopkCase> warp_row_cases() {
   return finish(out, true);
 }
 
+// The whole-row sort (V <= 1024, K > 64): every distribution at the network's edges (65 keys pad
+// to 128, 1000 to 1024, 1024 fills the largest) and past them (1025, 4096 and 4097 take the block
+// core), K from 65 to V (or the fused path's 1024), dense and on a misaligned strided layout with
+// log-probabilities and a temperature; fp16 through auto.
+std::vector<TopkCase> sorted_row_cases() {
+  std::vector<TopkCase> out;
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (int64_t V : {65, 1000, 1024, 1025, 4096, 4097})
+      for (Dist d : kAllDists)
+        for (int32_t k : {65, 256, 1024}) {
+          if (k > V) continue;
+          TopkCase c = topk_case(dt == DType::f16 ? TopkImpl::automatic : TopkImpl::fused, dt, V, 7, k, d);
+          c.params.count = d == Dist::few_unmasked ? k / 2 : k;
+          c.params.stride = 64;
+          out.push_back(c);
+        }
+  for (DType dt : {DType::f32, DType::bf16})
+    for (int64_t V : {65, 777, 4096})
+      for (Dist d : {Dist::llm_like, Dist::pm_inf, Dist::signed_zeros}) {
+        TopkCase c = topk_case(TopkImpl::fused, dt, V, 9, static_cast<int32_t>(std::min<int64_t>(V, 1024)), d);
+        c.layout = Layout{V + 5, dt == DType::f32 ? 3 : 7};
+        c.log_probs = d != Dist::pm_inf;
+        c.temperature = d == Dist::pm_inf ? 0.7f : 1.0f;
+        out.push_back(c);
+      }
+  return finish(out, true);
+}
+
 // A small selection for compute-sanitizer ('*Sanitize*' in scripts/gpu-check): every
 // implementation on ties (V = 20000: the fused core's overflowing lists), adversarial buffers
 // (the exact fallback), NaN rows, fewer unmasked tokens than K on a misaligned strided layout,
@@ -194,7 +223,8 @@ std::vector<TopkCase> warp_row_cases() {
 // rows of 4096 at K = 64 (the list overflows; the select goes down to the index bytes), rows of
 // 1000 LLM-like logits (a short list; at K = 8 tau comes from rounds), rows of 200 (every
 // element a seed), tied rows of 128 (a full list), rows of 32 (listed whole in one read) and
-// tied rows of 1001 at K = 1 (one read, ties across the tail).
+// tied rows of 1001 at K = 1 (one read, ties across the tail); and tied, misaligned rows of 1000
+// at K = 256 (the whole-row sort).
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   struct Small { int64_t V, rows; int32_t k; Dist dist; int64_t stride, count; Layout layout; };
@@ -209,6 +239,7 @@ std::vector<TopkCase> sanitize_cases() {
                            Small{200, 13, 64, Dist::llm_like, 256, 64, {}},
                            Small{32, 13, 8, Dist::llm_like, 256, 8, {}},
                            Small{1000, 13, 8, Dist::llm_like, 256, 8, {}},
+                           Small{1000, 5, 256, Dist::constant, 256, 256, {1003, 3}},
                            Small{1001, 13, 1, Dist::constant, 256, 1, {}},
                            Small{128, 13, 64, Dist::constant, 256, 64, {}}})
       for (TopkImpl impl : kAllTopkImpls) {
@@ -231,6 +262,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TopkVsOracle, ::testing::ValuesIn(shape_cases()
 INSTANTIATE_TEST_SUITE_P(Dtypes, TopkVsOracle, ::testing::ValuesIn(dtype_cases()), param_name);
 INSTANTIATE_TEST_SUITE_P(Inputs, TopkVsOracle, ::testing::ValuesIn(input_cases()), param_name);
 INSTANTIATE_TEST_SUITE_P(WarpRow, TopkVsOracle, ::testing::ValuesIn(warp_row_cases()), param_name);
+INSTANTIATE_TEST_SUITE_P(SortedRow, TopkVsOracle, ::testing::ValuesIn(sorted_row_cases()), param_name);
 INSTANTIATE_TEST_SUITE_P(Sanitize, TopkVsOracle, ::testing::ValuesIn(sanitize_cases()), param_name);
 
 // ---------------------------------------------------------------------------------------------
