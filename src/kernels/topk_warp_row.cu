@@ -9,15 +9,16 @@
 //  1. The warp streams its row once, folding it into (m, d) (a state a lane, merged by
 //     shuffles), and each lane keeps the four largest maxima of its 16-byte vectors: 128 seeds,
 //     each a different token's logit. Their K-th largest, tau, found by sorting them in
-//     registers, is at most the row's K-th logit. (At K = 1 the lanes keep their largest logit
-//     and its index instead, and the warp's largest is the answer: one read.)
+//     registers (at K <= 8 by rounds of warp reductions instead), is at most the row's K-th
+//     logit. (At K = 1 the lanes keep their largest logit and its index instead, and the warp's
+//     largest is the answer: one read.)
 //  2. The warp re-reads the row (from L1/L2) and lists every logit >= tau in shared memory: 2 to
 //     ~90 keys at K = 2 to 64 on LLM-like and normal rows of 1000 and 4000 tokens (a simulation of
 //     the seeds), against a room of 128.
 //  3. An in-register sort of the list's 32, 64 or 128 keys (as many as it holds) gives the K
 //     largest, written with exp(x - m) / d.
 // A row of at most 32 tokens (mixture-of-experts routing) lists every token in pass 1 instead:
-// no seeds, one read. At K <= 8, tau comes from rounds of warp reductions rather than a sort.
+// no seeds, one read.
 //
 // A radix select per row, as before this design, cost three to four passes of contended
 // shared-memory atomics over the row (8192 x 1000 f32, K = 50: 60 us on an H100, 20% of copy).
@@ -89,9 +90,10 @@ enum class WarpRowPass {
 constexpr int64_t kWholeRowMaxVocab = 32;
 
 /// Up to this K, tau comes from at most K rounds down the seeds' distinct values (about a dozen
-/// instructions each, two of them dependent warp reductions); past it, from the 128-seed sort
-/// (28 stages of shuffles over four values a lane, whatever K). At K = 8 the rounds took rows of
-/// 1000 tokens 1.08-1.10x and rows of 128-256 experts 1.2-1.5x; at K = 16 they lost 1-2% (H100).
+/// instructions each, two of them dependent warp reductions, one instruction each from sm_80);
+/// past it, from the 128-seed sort (28 stages of shuffles over four values a lane, whatever K).
+/// At K = 8 the rounds took rows of 1000 tokens 1.08-1.10x and rows of 128-256 experts
+/// 1.2-1.5x; at K = 16 they lost 1-2% (H100).
 constexpr unsigned kSeedRoundsMaxK = 8;
 
 /// tau: the K-th largest of the warp's seeds (each lane's sorted descending). -inf placeholders
@@ -105,7 +107,7 @@ __device__ __forceinline__ float kth_largest_seed(const SeedBuffer<kSeedsPerLane
     uint32_t ordered[kSeedsPerLane];
 #pragma unroll
     for (int i = 0; i < kSeedsPerLane; ++i) ordered[i] = ordered_bits(seeds.values[i]);
-    uint32_t largest = __reduce_max_sync(0xffffffffu, ordered[0]);
+    uint32_t largest = warp_max(ordered[0]);
     for (;;) {
       unsigned at_least = 0, below = 0;
 #pragma unroll
@@ -113,8 +115,8 @@ __device__ __forceinline__ float kth_largest_seed(const SeedBuffer<kSeedsPerLane
         at_least += ordered[i] >= largest;
         if (ordered[i] < largest) below = max(below, ordered[i]);
       }
-      if (__reduce_add_sync(0xffffffffu, at_least) >= k) break;
-      largest = __reduce_max_sync(0xffffffffu, below);
+      if (warp_sum(at_least) >= k) break;
+      largest = warp_max(below);
     }
     return float_of_ordered_bits(largest);
   }

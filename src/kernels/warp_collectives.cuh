@@ -21,6 +21,28 @@ __device__ __forceinline__ float warp_max(float value) {
   return value;
 }
 
+/// The largest 32-bit value over the warp; every lane gets it. One instruction from sm_80.
+__device__ __forceinline__ unsigned warp_max(unsigned value) {
+#if __CUDA_ARCH__ >= 800
+  return __reduce_max_sync(0xffffffffu, value);
+#else
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) value = max(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  return value;
+#endif
+}
+
+/// The sum over the warp; every lane gets it. One instruction from sm_80.
+__device__ __forceinline__ unsigned warp_sum(unsigned value) {
+#if __CUDA_ARCH__ >= 800
+  return __reduce_add_sync(0xffffffffu, value);
+#else
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
+  return value;
+#endif
+}
+
 /// The largest 64-bit value over the warp (a top-k key); every lane gets it.
 __device__ __forceinline__ unsigned long long warp_max(unsigned long long value) {
 #pragma unroll

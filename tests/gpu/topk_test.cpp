@@ -167,18 +167,31 @@ std::vector<TopkCase> warp_row_cases() {
   // a whole number of vectors, lane 0 meets the tail's ties before token 0, and they must lose.
   for (DType dt : {DType::f32, DType::bf16})
     for (int64_t V : {33, 1001, 4095}) out.push_back(topk_case(TopkImpl::fused, dt, V, 13, 1, Dist::constant));
+  // Masked, NaN and +-inf rows and fewer unmasked tokens than K where tau comes from rounds (33
+  // and 300 tokens: tau goes down to -inf, and the list overflows into the exact select) or the
+  // row is listed whole (20 tokens), in every dtype.
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (int64_t V : {20, 33, 300})
+      for (Dist d : {Dist::few_unmasked, Dist::masked_rows, Dist::nan_row, Dist::pm_inf})
+        for (int32_t k : {2, 8}) {
+          TopkCase c = topk_case(TopkImpl::fused, dt, V, 13, k, d);
+          c.params.count = d == Dist::few_unmasked ? k / 2 : k;
+          out.push_back(c);
+        }
   // Mixture-of-experts routing: rows of 8-32 experts list every token in pass 1; 33 to 256 take
   // the seeds.
   for (DType dt : {DType::f32, DType::bf16})
     for (int64_t V : {8, 32, 33, 64, 128, 256})
       for (int32_t k : {2, 8}) out.push_back(topk_case(TopkImpl::fused, dt, V, 257, k, Dist::llm_like));
   // Non-constant rows on a misaligned strided layout (head and tail elements seed, and tau is
-  // finite), with +-inf, signed zeros, log-probabilities and a temperature, at K = 1 (one read)
-  // and K = 16 / 64 (the list); 300 tokens seed every element.
+  // finite), with +-inf, signed zeros, log-probabilities and a temperature, at K = 1 (one read),
+  // K = 8 (tau by rounds) and K = 16 / 64 (the list); 300 tokens seed every element, 20 are
+  // listed whole.
   for (DType dt : {DType::f32, DType::bf16})
-    for (int64_t V : {300, 1000})
+    for (int64_t V : {20, 300, 1000})
       for (Dist d : {Dist::llm_like, Dist::pm_inf, Dist::signed_zeros})
-        for (int32_t k : {1, 16, 64}) {
+        for (int32_t k : {1, 8, 16, 64}) {
+          if (k > V) continue;
           TopkCase c = topk_case(TopkImpl::fused, dt, V, 13, k, d);
           c.layout = Layout{V + 5, dt == DType::f32 ? 3 : 7};
           c.log_probs = k != 16;
