@@ -85,7 +85,7 @@ void topk(const LogitsView& logits, int32_t k, float* probs, int32_t* indices, c
   const kernels::LaunchContext launch{
       stream, options.programmatic_launch && kernels::sm90_image_loaded(current_device_info())};
   switch (plan.algorithm) {
-    case TopkAlgorithm::fused: kernels::launch_topk_fused(problem, launch, plan.warp_rows); break;
+    case TopkAlgorithm::fused: kernels::launch_topk_fused(problem, current_device_info(), launch, plan.warp_rows); break;
     case TopkAlgorithm::split_k: {
       // Forced split-k keeps a row's bits the same in every batch; `automatic` may size its
       // clusters and chunks by the batch too (topk.hpp).

@@ -57,9 +57,10 @@ __global__ void __launch_bounds__(kFusedThreads, 2) topk_fused_kernel(TopkProble
 
 }  // namespace
 
-void launch_topk_fused(const TopkProblem& problem, const LaunchContext& launch, bool warp_rows) {
+void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,
+                       bool warp_rows) {
   if (warp_rows && topk_warp_row_fits(problem.vocab, problem.k)) {
-    launch_topk_warp_rows(problem, launch);
+    launch_topk_warp_rows(problem, device, launch);
     return;
   }
   if (topk_sorted_row_fits(problem.vocab, problem.k)) {

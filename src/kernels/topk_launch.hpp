@@ -29,7 +29,8 @@ struct TopkProblem {
 /// Fused top-k, k <= kMaxFastTopK: a warp per row where `warp_rows` and topk_warp_row_fits, a
 /// block sorting the whole row where topk_sorted_row_fits, else the block-per-row core. No
 /// workspace.
-void launch_topk_fused(const TopkProblem& problem, const LaunchContext& launch, bool warp_rows);
+void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,
+                       bool warp_rows);
 
 /// The warp-per-row kernel (topk_warp_row.cu) serves K up to its in-warp sort's 64 keys, on rows
 /// of at most kWarpRowMaxVocab tokens. A warp's time grows with V where a block's barely does.
@@ -39,7 +40,7 @@ void launch_topk_fused(const TopkProblem& problem, const LaunchContext& launch, 
 constexpr int32_t kWarpRowMaxK = 64;
 constexpr int64_t kWarpRowMaxVocab = 4096;
 bool topk_warp_row_fits(int64_t vocab, int32_t k);
-void launch_topk_warp_rows(const TopkProblem& problem, const LaunchContext& launch);
+void launch_topk_warp_rows(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch);
 
 /// The whole-row sort (topk_sorted_row.cu) serves the K the warp per row does not, on rows of at
 /// most 1024 tokens. Its network doubles with the row where the block core's phases barely
