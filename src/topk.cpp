@@ -82,16 +82,16 @@ void topk(const LogitsView& logits, int32_t k, float* probs, int32_t* indices, c
   const kernels::TopkProblem problem{logits.data, logits.dtype, logits.rows(), logits.vocab, logits.stride(), k,
                                      static_cast<float>(M_LOG2E / options.temperature), options.log_probs, probs,
                                      indices, options.row_status};
-  const kernels::LaunchContext launch{
-      stream, options.programmatic_launch && kernels::sm90_image_loaded(current_device_info())};
+  const DeviceInfo& device = current_device_info();
+  const kernels::LaunchContext launch{stream, options.programmatic_launch && kernels::sm90_image_loaded(device)};
   switch (plan.algorithm) {
-    case TopkAlgorithm::fused: kernels::launch_topk_fused(problem, current_device_info(), launch, plan.warp_rows); break;
+    case TopkAlgorithm::fused: kernels::launch_topk_fused(problem, device, launch, plan.warp_rows); break;
     case TopkAlgorithm::split_k: {
       // Forced split-k keeps a row's bits the same in every batch; `automatic` may size its
       // clusters and chunks by the batch too (topk.hpp).
       const auto sizing = options.algorithm == TopkAlgorithm::automatic ? kernels::SplitSizing::per_batch
                                                                          : kernels::SplitSizing::per_row;
-      kernels::launch_topk_split_k(problem, current_device_info(), workspace, launch, sizing);
+      kernels::launch_topk_split_k(problem, device, workspace, launch, sizing);
       break;
     }
     case TopkAlgorithm::radix_select: kernels::launch_topk_radix(problem, workspace, stream); break;
