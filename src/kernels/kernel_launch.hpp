@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 #include "cuda_check.hpp"
@@ -24,6 +25,16 @@ struct LaunchContext {
   cudaStream_t stream;
   bool programmatic;  ///< only ever true where sm90_image_loaded()
 };
+
+/// Whether a grid of `blocks` pays as a programmatic dependent launch. Every kernel lets the next
+/// one launch as it starts, so the next op's blocks wait resident in whatever block slots this
+/// grid leaves free. A grid of more than half the SMs but at most `crowded_blocks` (about one
+/// block an SM where more fit) ran 0.77-0.94x so (H200; bench/RESULTS.md, e3fd1da and its
+/// successor), likely because those waiting blocks take slots and shared memory on the busy SMs;
+/// smaller grids, and grids that fill the SMs, gained 1.02-1.25x from the hidden launch.
+inline bool programmatic_launch_pays(int64_t blocks, int64_t crowded_blocks, const DeviceInfo& device) {
+  return blocks <= device.sm_count / 2 || blocks > crowded_blocks;
+}
 
 /// Whether this device is sm_90+ and runs an image compiled for sm_90+: the condition for the
 /// Hopper-only steps, programmatic launch (griddepcontrol is compiled out below, so a kernel

@@ -228,17 +228,6 @@ __global__ void __launch_bounds__(kWarpRowThreads, 3) topk_warp_row_kernel(TopkP
   write(b, lane + 32);
 }
 
-// A programmatic dependent launch only for grids of at most half a block an SM, or of more than
-// four (past a wave). Every kernel lets the next one launch as it starts, so the next op's
-// blocks wait resident in the SMs' free slots, likely a few to an SM; a grid of one or two blocks
-// an SM then runs on part of the SMs. H200, one run, fused, llm logits, programmatic against
-// not: 1024 rows (128 blocks) 0.77-0.94x at K = 1 and 50 (1024 x 1000 f32 K = 50 14.4 us
-// against 11.1), 2048 rows 0.87-1.08x; at 256-512 rows (32-64 blocks) 1.05-1.24x but bf16
-// 512 x 1000/4000 K = 50 0.92/0.97x, and 8192 rows (1024 blocks) 1.01-1.12x.
-bool warp_rows_programmatic(unsigned blocks, const DeviceInfo& device) {
-  return blocks <= static_cast<unsigned>(device.sm_count) / 2 || blocks > 4u * static_cast<unsigned>(device.sm_count);
-}
-
 }  // namespace
 
 bool topk_warp_row_fits(int64_t vocab, int32_t k) { return k <= kWarpRowMaxK && vocab <= kWarpRowMaxVocab; }
@@ -252,8 +241,13 @@ void launch_topk_warp_rows(const TopkProblem& problem, const DeviceInfo& device,
                         : problem.vocab <= kWholeRowMaxVocab      ? topk_warp_row_kernel<T, WarpRowPass::whole_row>
                         : row_vectors < int64_t{2} * problem.k    ? topk_warp_row_kernel<T, WarpRowPass::element_seeds>
                                                                 : topk_warp_row_kernel<T, WarpRowPass::vector_seeds>;
-    KernelLaunch(dim3(blocks), kWarpRowThreads, 0, launch.stream)
-        .programmatic(launch.programmatic && warp_rows_programmatic(blocks, device))(kernel, problem);
+    // Up to 4 x SMs blocks: at most a wave, in which SMs keep free slots (four blocks fit one).
+    // Measured, programmatic against not: 1024 rows (128 blocks) 0.77-0.94x, 2048 rows
+    // 0.87-1.08x; 256-512 rows 1.05-1.24x (bf16 512 rows at K = 50 0.92-0.97x), 8192 rows
+    // 1.01-1.12x (H200, one run).
+    const bool programmatic =
+        launch.programmatic && programmatic_launch_pays(blocks, int64_t{4} * device.sm_count, device);
+    KernelLaunch(dim3(blocks), kWarpRowThreads, 0, launch.stream).programmatic(programmatic)(kernel, problem);
   });
 }
 
