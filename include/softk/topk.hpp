@@ -16,7 +16,8 @@ namespace softk {
 ///                  take a warp per row instead (the same bound-and-list scheme, sorted in
 ///                  registers, exact); under `automatic` past two rows an SM, and in smaller batches
 ///                  where a warp's row is as quick as a block's (at most 1024 tokens; at
-///                  K = 1, 8 KB).
+///                  K = 1, 8 KB). Rows of at most 1024 tokens at K > 64 are sorted whole by
+///                  a block in shared memory, at any batch.
 ///  - radix_select: any K; radix-selects the K-th key of each row, gathers the winners and
 ///                  sorts them (CUB segmented sort). Slower, exact, the path for K > 1024.
 ///  - split_k:      few rows, long rows: each row is cut into chunks, one block each, and
@@ -75,12 +76,13 @@ std::size_t topk_workspace_size(const LogitsView& logits, int32_t k, const TopkO
 ///
 /// Stream-ordered, no allocation, no host synchronisation, capturable in a CUDA graph, bitwise
 /// deterministic. (CUDA itself may wait for the device to go idle on the first launch of each
-/// kernel, while it loads the kernel lazily: see README, "Lazy loading".) Indices are exact, so they never depend on the algorithm or the batch. The
-/// probabilities of a forced algorithm are the same bits whatever batch a row sits in (at the
-/// same 16-byte phase, as for softmax); `automatic` may pick another algorithm for another row
-/// count, or cut a row into fewer parts when a batch has more rows, and its probabilities then
-/// agree to rounding (~1e-6 relative). Throws softk::Error on bad arguments (null pointers, K outside [1, V],
-/// non-positive temperature, too-small workspace) before anything is launched.
+/// kernel, while it loads the kernel lazily: see README, "Lazy loading".) Indices are exact, so
+/// they never depend on the algorithm or the batch. The probabilities of a forced algorithm are
+/// the same bits whatever batch a row sits in (at the same 16-byte phase, as for softmax);
+/// `automatic` may pick another algorithm for another row count, or cut a row into fewer parts
+/// when a batch has more rows, and its probabilities then agree to rounding (~1e-6 relative).
+/// Throws softk::Error on bad arguments (null pointers, K outside [1, V], non-positive
+/// temperature, too-small workspace) before anything is launched.
 void topk(const LogitsView& logits, int32_t k, float* probs, int32_t* indices, const TopkOptions& options,
           void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
 
