@@ -84,16 +84,13 @@ void topk(const LogitsView& logits, int32_t k, float* probs, int32_t* indices, c
                                      indices, options.row_status};
   const DeviceInfo& device = current_device_info();
   const kernels::LaunchContext launch{stream, options.programmatic_launch && kernels::sm90_image_loaded(device)};
+  // A forced algorithm keeps a row's bits the same in every batch; `automatic` may fit how it
+  // cuts and lists a row to the batch too (topk.hpp).
+  const auto sizing = options.algorithm == TopkAlgorithm::automatic ? kernels::SplitSizing::per_batch
+                                                                     : kernels::SplitSizing::per_row;
   switch (plan.algorithm) {
-    case TopkAlgorithm::fused: kernels::launch_topk_fused(problem, device, launch, plan.warp_rows); break;
-    case TopkAlgorithm::split_k: {
-      // Forced split-k keeps a row's bits the same in every batch; `automatic` may size its
-      // clusters and chunks by the batch too (topk.hpp).
-      const auto sizing = options.algorithm == TopkAlgorithm::automatic ? kernels::SplitSizing::per_batch
-                                                                         : kernels::SplitSizing::per_row;
-      kernels::launch_topk_split_k(problem, device, workspace, launch, sizing);
-      break;
-    }
+    case TopkAlgorithm::fused: kernels::launch_topk_fused(problem, device, launch, plan.warp_rows, sizing); break;
+    case TopkAlgorithm::split_k: kernels::launch_topk_split_k(problem, device, workspace, launch, sizing); break;
     case TopkAlgorithm::radix_select: kernels::launch_topk_radix(problem, workspace, stream); break;
     case TopkAlgorithm::automatic: break;  // resolved by plan_for
   }

@@ -8,9 +8,9 @@
 //           logit: every winner is >= tau.
 //  Phase B  re-reads the prefix (from L2) and streams the rest, folding the rest into the
 //           state and listing every logit >= tau in shared memory: the 16-byte vectors that
-//           hold one (candidate_vectors.cuh), or for fp32 rows at K > 256 the keys themselves
-//           (candidate_list.cuh). A group of elements whose maximum is below tau costs one
-//           compare.
+//           hold one (candidate_vectors.cuh), or for fp32 runs at K > 256 whose prefixes
+//           would not stay in L2 the keys themselves (candidate_list.cuh). A group of elements
+//           whose maximum is below tau costs one compare.
 // The caller selects from the list: the fused kernel the sorted top-K (at K <= 256 through the bin
 // of the K-th key, block_bin_threshold.cuh, else a radix select), a split-k chunk its unsorted
 // top-K for the merge.
@@ -21,6 +21,7 @@
 #pragma once
 
 #include <algorithm>
+#include <type_traits>
 
 #include "cuda_check.hpp"
 #include "kernels/block_bin_threshold.cuh"
@@ -35,19 +36,12 @@
 namespace softk::kernels {
 
 constexpr int kFusedThreads = 512;
+/// Blocks of the fused core an SM (its kernels' launch bounds).
+constexpr int kFusedBlocksPerSm = 2;
 /// The candidate list's dynamic shared memory: 64 KB, 3,276 vectors or 8,192 keys. Two blocks
 /// fit an SM with room to spare for L1, which holds the streaming loads in flight (a 96 KB list
 /// measured 9% slower on a 64M-token row: H200, f32).
 constexpr std::size_t kCandidateBytes = 64 * 1024;
-
-/// Which list the core keeps. Vectors make phase B cheaper wherever it is compute-bound (bf16:
-/// 1.1-1.3x faster at K = 50 and 1024, H200), but hold fewer entries, so the prefix must be
-/// longer at large K (2/3 of the run at K = 1024, against 1/4 for keys); an fp32 row that long
-/// no longer stays in L2 between phase A and B, and the re-read costs more than vectors save
-/// (256 x 256000 f32, K = 1024: 129 us with vectors, 109 with keys). So fp32 rows at K > 256
-/// list keys.
-template <typename T, int LA>
-constexpr bool kListsVectors = !(sizeof(T) == 4 && LA == 4);  // LA == 4: K > 256
 
 /// Elements in phase A, a multiple of 16 so that phase B's vectors keep the run's 16-byte phase
 /// and at least 4 x K. Phase B lists about K / (prefix fraction) elements, since tau is about the
@@ -69,6 +63,33 @@ void with_seed_count(int32_t k, F&& f) {
   if (k <= 64) f(std::integral_constant<int, 1>{});
   else if (k <= 256) f(std::integral_constant<int, 2>{});
   else f(std::integral_constant<int, 4>{});
+}
+
+/// Calls f(seeds, lists_vectors), two integral constants: the seed count for k (with_seed_count)
+/// and which list the core keeps over runs of run_length elements, resident_runs of them at a time
+/// (a full wave where a row's bits must not depend on its batch: the list decides the prefix, and
+/// so the order in which (m, d) is summed). Vectors make phase B cheaper (bf16: 1.1-1.3x at K = 50
+/// and 1024; fp32 at K = 1024, where a trace had phase B's slowest thread listing keys end ~8 us
+/// after its first) but hold fewer entries, so the prefix must be longer at large K: 2/3 of the run
+/// at K = 1024, against 1/4 for keys. Phase B re-reads the prefix from L2 while the resident runs'
+/// prefixes fit it together, and from DRAM past that. So fp32 runs at K > 256 list vectors only
+/// where those prefixes fit L2. Measured (fp32, K = 1024, H200 with 60 MB of L2, one run): with
+/// 22-45 MB of resident prefixes, vectors were 1.02-1.35x faster (8-1024 rows of 32000, 8-128 of
+/// 128256, 8-64 of 256000, 8-16 of 1M); with 87-180 MB, 0.79-1.02x (128-1024 rows of 256000 and 1M,
+/// 64 of 1M); with 90 MB (256-1024 rows of 128256), 1.01-1.03x. 16-bit runs list vectors
+/// everywhere: listing keys measured 0.68-0.96x.
+template <typename T, typename F>
+void with_fused_core_shape(int32_t k, int64_t run_length, int64_t resident_runs, const DeviceInfo& device, F&& f) {
+  with_seed_count(k, [&](auto seeds) {
+    if constexpr (sizeof(T) == 4 && decltype(seeds)::value == 4) {
+      const int64_t prefix_bytes = prefix_length(run_length, k, true) * static_cast<int64_t>(sizeof(T));
+      if (resident_runs * prefix_bytes > device.l2_bytes) {
+        f(seeds, std::false_type{});
+        return;
+      }
+    }
+    f(seeds, std::true_type{});
+  });
 }
 
 /// Launches `kernel` (a kernel running block_fused_candidates) with its candidate list in dynamic
@@ -135,13 +156,14 @@ struct FusedCandidates {
 };
 
 /// Phases A and B over the run data[0, length), whose element 0 is token first_index of the row;
-/// k <= min(length, kMaxFastTopK). Called by all kFusedThreads threads. candidate_storage:
-/// kCandidateBytes of shared memory, 16-byte aligned. Starts with no barrier and ends on one.
-template <typename T, int LA>
+/// k <= min(length, kMaxFastTopK). kListsVectors: which list phase B keeps (with_fused_core_shape).
+/// Called by all kFusedThreads threads. candidate_storage: kCandidateBytes of shared memory,
+/// 16-byte aligned. Starts with no barrier and ends on one.
+template <typename T, int LA, bool kListsVectors>
 __device__ FusedCandidates block_fused_candidates(const T* data, int64_t first_index, int64_t length, unsigned k,
                                                   float k_exp, void* candidate_storage, FusedTopkShared& shared) {
   constexpr int kThreads = kFusedThreads;
-  const int64_t split = prefix_length(length, static_cast<int32_t>(k), kListsVectors<T, LA>);
+  const int64_t split = prefix_length(length, static_cast<int32_t>(k), kListsVectors);
   const RowSegment<T> prefix(data, first_index, split);
   const RowSegment<T> rest(data + split, first_index + split, length - split);
 
@@ -171,7 +193,7 @@ __device__ FusedCandidates block_fused_candidates(const T* data, int64_t first_i
 
   // Phase B. (block_radix_select ended on a barrier, so the counts' zeros are visible.)
   const auto list = [&] {
-    if constexpr (kListsVectors<T, LA>)
+    if constexpr (kListsVectors)
       return CandidateVectors<T, kThreads, kCandidateBytes>(candidate_storage, &shared.candidate_count, threshold,
                                                            first_index);
     else

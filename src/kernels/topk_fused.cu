@@ -1,6 +1,7 @@
 // Fused softmax + top-k, a block per row: the fused core over the whole row (one read of it from
 // DRAM; see block_fused_topk.cuh), the exact top-K of its candidates selected and sorted, then
 // written with exp(x - m) / d. No workspace, no second launch.
+#include <algorithm>
 #include <type_traits>
 
 #include "cuda_check.hpp"
@@ -21,8 +22,8 @@ namespace {
 template <int LA>
 constexpr bool kSelectsByBin = LA < 4;
 
-template <typename T, int LA>
-__global__ void __launch_bounds__(kFusedThreads, 2) topk_fused_kernel(TopkProblem problem) {
+template <typename T, int LA, bool kListsVectors>
+__global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm) topk_fused_kernel(TopkProblem problem) {
   extern __shared__ RawVector candidate_storage[];
   __shared__ FusedTopkShared shared;
   enter_after_previous_grid();
@@ -31,7 +32,8 @@ __global__ void __launch_bounds__(kFusedThreads, 2) topk_fused_kernel(TopkProble
   const auto k = static_cast<unsigned>(problem.k);
   const RowSegment<T> row_run(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
   const FusedCandidates found =
-      block_fused_candidates<T, LA>(row_run.data, 0, problem.vocab, k, problem.k_exp, candidate_storage, shared);
+      block_fused_candidates<T, LA, kListsVectors>(row_run.data, 0, problem.vocab, k, problem.k_exp,
+                                                   candidate_storage, shared);
   const Normalizer normalizer(found.state, problem.k_exp);
   if (threadIdx.x == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
 
@@ -58,7 +60,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2) topk_fused_kernel(TopkProble
 }  // namespace
 
 void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,
-                       bool warp_rows) {
+                       bool warp_rows, SplitSizing sizing) {
   if (warp_rows && topk_warp_row_fits(problem.vocab, problem.k)) {
     launch_topk_warp_rows(problem, device, launch);
     return;
@@ -73,8 +75,10 @@ void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, con
       launch.stream, launch.programmatic && programmatic_launch_pays(problem.rows, device.sm_count, device)};
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
-    with_seed_count(problem.k, [&](auto seeds) {
-      launch_with_candidate_list(topk_fused_kernel<T, decltype(seeds)::value>,
+    const int64_t wave = int64_t{kFusedBlocksPerSm} * device.sm_count;
+    const int64_t resident_rows = sizing == SplitSizing::per_batch ? std::min(problem.rows, wave) : wave;
+    with_fused_core_shape<T>(problem.k, problem.vocab, resident_rows, device, [&](auto seeds, auto vectors) {
+      launch_with_candidate_list(topk_fused_kernel<T, decltype(seeds)::value, decltype(vectors)::value>,
                                  dim3(static_cast<unsigned>(problem.rows)), block_launch, problem);
     });
   });

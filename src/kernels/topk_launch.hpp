@@ -26,11 +26,13 @@ struct TopkProblem {
   int32_t* row_status; ///< nullable
 };
 
+enum class SplitSizing;
+
 /// Fused top-k, k <= kMaxFastTopK: a warp per row where `warp_rows` and topk_warp_row_fits, a
 /// block sorting the whole row where topk_sorted_row_fits, else the block-per-row core. No
-/// workspace.
+/// workspace. `sizing`: whether the core's list may depend on the row count (SplitSizing).
 void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,
-                       bool warp_rows);
+                       bool warp_rows, SplitSizing sizing);
 
 /// The warp-per-row kernel (topk_warp_row.cu) serves K up to its in-warp sort's 64 keys, on rows
 /// of at most kWarpRowMaxVocab tokens. A warp's time grows with V where a block's barely does.
@@ -49,11 +51,13 @@ constexpr int64_t kSortedRowMaxVocab = 1024;
 bool topk_sorted_row_fits(int64_t vocab, int32_t k);
 void launch_topk_sorted_rows(const TopkProblem& problem, const LaunchContext& launch);
 
-/// How split-k cuts a row into parts (the CTAs of its cluster, or its chunks).
+/// How split-k cuts a row into parts (the CTAs of its cluster, or its chunks), and which list the
+/// fused core keeps (with_fused_core_shape, block_fused_topk.cuh).
 enum class SplitSizing {
   per_row,    ///< from V, K, the dtype and the device only: a row gets the same bits in any batch
   per_batch,  ///< also from the row count: a row of a larger batch may take fewer parts (narrower
-              ///< clusters, or longer chunks), so the batch fills about one wave
+              ///< clusters, or longer chunks), so the batch fills about one wave, and the fused
+              ///< core counts the rows resident at once rather than a full wave of them
 };
 
 /// Split-k top-k, k <= kMaxFastTopK. A row that fits one thread-block cluster (topk_cluster_waves)

@@ -94,7 +94,10 @@ std::vector<TopkCase> dtype_cases() {
 std::vector<TopkCase> input_cases() {
   std::vector<TopkCase> out;
   struct Shape { int64_t V, rows; int32_t k; };
-  const Shape shapes[] = {{33, 7, 16}, {4097, 5, 50}, {50257, 3, 256}, {151936, 4, 1024}, {32000, 3, 4096}};
+  // K = 1024 at V = 50257 and 151936: the fused core's fp32 vector and key lists (forced fused
+  // sizes its list for a full wave of rows: with_fused_core_shape).
+  const Shape shapes[] = {{33, 7, 16},      {4097, 5, 50},      {50257, 3, 256},
+                          {50257, 3, 1024}, {151936, 4, 1024}, {32000, 3, 4096}};
   for (DType dt : {DType::f32, DType::f16, DType::bf16})
     for (Dist d : kAllDists)
       for (const Shape& s : shapes)
@@ -237,7 +240,8 @@ std::vector<TopkCase> sorted_row_cases() {
 // 1000 LLM-like logits (a short list; at K = 8 tau comes from rounds), rows of 200 (every
 // element a seed), tied rows of 128 (a full list), rows of 32 (listed whole in one read) and
 // tied rows of 1001 at K = 1 (one read, ties across the tail); and tied, misaligned rows of 1000
-// at K = 256 (the whole-row sort).
+// at K = 256 (the whole-row sort); and K = 1024 on tied rows of 50257 and on rows of 131077, which
+// the forced fused core lists as fp32 vectors (overflowing) and keys.
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   struct Small { int64_t V, rows; int32_t k; Dist dist; int64_t stride, count; Layout layout; };
@@ -254,7 +258,9 @@ std::vector<TopkCase> sanitize_cases() {
                            Small{1000, 13, 8, Dist::llm_like, 256, 8, {}},
                            Small{1000, 5, 256, Dist::constant, 256, 256, {1003, 3}},
                            Small{1001, 13, 1, Dist::constant, 256, 1, {}},
-                           Small{128, 13, 64, Dist::constant, 256, 64, {}}})
+                           Small{128, 13, 64, Dist::constant, 256, 64, {}},
+                           Small{50257, 2, 1024, Dist::constant, 256, 1024, {}},
+                           Small{131077, 2, 1024, Dist::llm_like, 256, 1024, {}}})
       for (TopkImpl impl : kAllTopkImpls) {
         TopkCase c = topk_case(impl, dt, s.V, s.rows, s.k, s.dist);
         c.params.stride = s.stride;
