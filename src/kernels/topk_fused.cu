@@ -66,7 +66,7 @@ void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, con
     return;
   }
   if (topk_sorted_row_fits(problem.vocab, problem.k)) {
-    launch_topk_sorted_rows(problem, launch);
+    launch_topk_sorted_rows(problem, device, launch);
     return;
   }
   // Two blocks fit an SM, so a grid of up to one block an SM leaves a slot free on every busy SM:

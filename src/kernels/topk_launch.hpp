@@ -49,7 +49,7 @@ void launch_topk_warp_rows(const TopkProblem& problem, const DeviceInfo& device,
 /// grow: at K = 256 it took rows of 1000 1.5-1.8x, of 2000 0.8-0.97x, of 4000 0.23-0.54x (H100).
 constexpr int64_t kSortedRowMaxVocab = 1024;
 bool topk_sorted_row_fits(int64_t vocab, int32_t k);
-void launch_topk_sorted_rows(const TopkProblem& problem, const LaunchContext& launch);
+void launch_topk_sorted_rows(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch);
 
 /// How split-k cuts a row into parts (the CTAs of its cluster, or its chunks), and which list the
 /// fused core keeps (with_fused_core_shape, block_fused_topk.cuh).
