@@ -43,14 +43,18 @@ constexpr int kFusedBlocksPerSm = 2;
 /// measured 9% slower on a 64M-token row: H200, f32).
 constexpr std::size_t kCandidateBytes = 64 * 1024;
 
-/// Elements in phase A, a multiple of 16 so that phase B's vectors keep the run's 16-byte phase
-/// and at least 4 x K. Phase B lists about K / (prefix fraction) elements, since tau is about the
+/// Elements in phase A, a multiple of 16 so that phase B's vectors keep the run's 16-byte phase and
+/// at least 4 x K. Phase B lists about K / (prefix fraction) elements, since tau is about the
 /// prefix's K-th logit: the fraction keeps that under half of the list (3,276 vectors or 8,192
-/// keys). Vectors: K / 1536 of the run (1/32 to 2/3); keys: K / 4096 (1/32 to 1/4).
-__host__ __device__ __forceinline__ int64_t prefix_length(int64_t length, int32_t k, bool lists_vectors) {
+/// keys). Vectors: K / 1536 of the run (1/32 to 2/3); keys: K / 4096 (1/32 to 1/4). A long prefix
+/// is also at least 1/kLongPrefixDivisor of the run (with_fused_core_shape says where).
+constexpr int64_t kLongPrefixDivisor = 8;
+__host__ __device__ __forceinline__ int64_t prefix_length(int64_t length, int32_t k, bool lists_vectors,
+                                                          bool long_prefix) {
   const int64_t per = lists_vectors ? 1536 : 4096;
   const int64_t by_fraction = length * std::min<int64_t>(std::max<int64_t>(k, per / 32), 1024) / per;
-  const int64_t wanted = std::max<int64_t>(by_fraction, int64_t{4} * k);
+  const int64_t at_least = std::max<int64_t>(int64_t{4} * k, long_prefix ? length / kLongPrefixDivisor : 0);
+  const int64_t wanted = std::max<int64_t>(by_fraction, at_least);
   return std::min<int64_t>(length, (wanted + 15) / 16 * 16);
 }
 
@@ -65,30 +69,46 @@ void with_seed_count(int32_t k, F&& f) {
   else f(std::integral_constant<int, 4>{});
 }
 
-/// Calls f(seeds, lists_vectors), two integral constants: the seed count for k (with_seed_count)
-/// and which list the core keeps over runs of run_length elements, resident_runs of them at a time
-/// (a full wave where a row's bits must not depend on its batch: the list decides the prefix, and
-/// so the order in which (m, d) is summed). Vectors make phase B cheaper (bf16: 1.1-1.3x at K = 50
-/// and 1024; fp32 at K = 1024, where a trace had phase B's slowest thread listing keys end ~8 us
-/// after its first) but hold fewer entries, so the prefix must be longer at large K: 2/3 of the run
-/// at K = 1024, against 1/4 for keys. Phase B re-reads the prefix from L2 while the resident runs'
-/// prefixes fit it together, and from DRAM past that. So fp32 runs at K > 256 list vectors only
-/// where those prefixes fit L2. Measured (fp32, K = 1024, H200 with 60 MB of L2, one run): with
-/// 22-45 MB of resident prefixes, vectors were 1.02-1.35x faster (8-1024 rows of 32000, 8-128 of
-/// 128256, 8-64 of 256000, 8-16 of 1M); with 87-180 MB, 0.79-1.02x (128-1024 rows of 256000 and 1M,
-/// 64 of 1M); with 90 MB (256-1024 rows of 128256), 1.01-1.03x. 16-bit runs list vectors
-/// everywhere: listing keys measured 0.68-0.96x.
+/// Calls f(seeds, lists_vectors, long_prefix): two integral constants, the seed count for k
+/// (with_seed_count) and which list the core keeps, and whether its prefix is long (prefix_length),
+/// for runs of run_length elements, resident_runs of them at a time (a full wave where a row's bits
+/// must not depend on its batch: both decide the prefix, and so the order in which (m, d) is
+/// summed).
+///
+/// Vectors make phase B cheaper (bf16: 1.1-1.3x at K = 50 and 1024; fp32 at K = 1024, where a trace
+/// had phase B's slowest thread listing keys end ~8 us after its first) but hold fewer entries, so
+/// the prefix must be longer at large K: 2/3 of the run at K = 1024, against 1/4 for keys. Phase B
+/// re-reads the prefix from L2 while the resident runs' prefixes fit it together, and from DRAM
+/// past that. So fp32 runs at K > 256 list vectors only where those prefixes fit L2. Measured
+/// (fp32, K = 1024, H200 with 60 MB of L2, one run): with 22-45 MB of resident prefixes, vectors
+/// were 1.02-1.35x faster (8-1024 rows of 32000, 8-128 of 128256, 8-64 of 256000, 8-16 of 1M); with
+/// 87-180 MB, 0.79-1.02x (128-1024 rows of 256000 and 1M, 64 of 1M); with 90 MB (256-1024 rows of
+/// 128256), 1.01-1.03x. 16-bit runs list vectors everywhere: listing keys measured 0.68-0.96x.
+///
+/// A long prefix (at least 1/8 of the run, against 1/32 at K <= 48) puts tau closer to the run's
+/// K-th logit, so phase B lists fewer candidates and the select after it is shorter: a trace of 256
+/// x 32000 f32 at K = 50 (1/4 prefix) had the listing-to-sort steps at 2.9 us against 4.7 (H200).
+/// The longer phase A pays for it where the phase B compute it saves is the limit: 16-bit runs, at
+/// K > 1 (at K = 1 the short prefix already leaves ~32 candidates). Measured (H200, one run,
+/// against 1/32): bf16 at K = 50 1.22-1.25x on 64-1024 rows of 32000, 1.12-1.17x of 256000,
+/// 0.98-1.06x of 128256; split-k chunks 1.05-1.22x (4-8 rows of 1M, 1-8 of 4M, one of 64M), but
+/// 0.94-0.98x at 4-8 rows of 64M, whose resident prefixes (67-135 MB) overflow L2: so a long prefix
+/// only where they fit it. bf16 at K = 1: 0.92-1.10x. fp32 at K = 50 was mixed: rows of 32000
+/// 1.09-1.13x, of 256000 1.02-1.15x, of 128256 0.97-1.03x, 4-8 rows of 4M 0.93-0.95x; it keeps the
+/// short prefix.
 template <typename T, typename F>
 void with_fused_core_shape(int32_t k, int64_t run_length, int64_t resident_runs, const DeviceInfo& device, F&& f) {
+  const bool long_prefix = sizeof(T) == 2 && k > 1 &&
+                           resident_runs * (run_length / kLongPrefixDivisor) * int64_t{sizeof(T)} <= device.l2_bytes;
   with_seed_count(k, [&](auto seeds) {
     if constexpr (sizeof(T) == 4 && decltype(seeds)::value == 4) {
-      const int64_t prefix_bytes = prefix_length(run_length, k, true) * static_cast<int64_t>(sizeof(T));
+      const int64_t prefix_bytes = prefix_length(run_length, k, true, false) * static_cast<int64_t>(sizeof(T));
       if (resident_runs * prefix_bytes > device.l2_bytes) {
-        f(seeds, std::false_type{});
+        f(seeds, std::false_type{}, long_prefix);
         return;
       }
     }
-    f(seeds, std::true_type{});
+    f(seeds, std::true_type{}, long_prefix);
   });
 }
 
@@ -156,14 +176,16 @@ struct FusedCandidates {
 };
 
 /// Phases A and B over the run data[0, length), whose element 0 is token first_index of the row;
-/// k <= min(length, kMaxFastTopK). kListsVectors: which list phase B keeps (with_fused_core_shape).
+/// k <= min(length, kMaxFastTopK). kListsVectors, long_prefix: which list phase B keeps, and the
+/// prefix's length (with_fused_core_shape).
 /// Called by all kFusedThreads threads. candidate_storage: kCandidateBytes of shared memory,
 /// 16-byte aligned. Starts with no barrier and ends on one.
 template <typename T, int LA, bool kListsVectors>
 __device__ FusedCandidates block_fused_candidates(const T* data, int64_t first_index, int64_t length, unsigned k,
-                                                  float k_exp, void* candidate_storage, FusedTopkShared& shared) {
+                                                  float k_exp, bool long_prefix, void* candidate_storage,
+                                                  FusedTopkShared& shared) {
   constexpr int kThreads = kFusedThreads;
-  const int64_t split = prefix_length(length, static_cast<int32_t>(k), kListsVectors);
+  const int64_t split = prefix_length(length, static_cast<int32_t>(k), kListsVectors, long_prefix);
   const RowSegment<T> prefix(data, first_index, split);
   const RowSegment<T> rest(data + split, first_index + split, length - split);
 

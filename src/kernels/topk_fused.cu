@@ -23,7 +23,8 @@ template <int LA>
 constexpr bool kSelectsByBin = LA < 4;
 
 template <typename T, int LA, bool kListsVectors>
-__global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm) topk_fused_kernel(TopkProblem problem) {
+__global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
+    topk_fused_kernel(TopkProblem problem, bool long_prefix) {
   extern __shared__ RawVector candidate_storage[];
   __shared__ FusedTopkShared shared;
   enter_after_previous_grid();
@@ -32,7 +33,7 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm) topk_fused_k
   const auto k = static_cast<unsigned>(problem.k);
   const RowSegment<T> row_run(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
   const FusedCandidates found =
-      block_fused_candidates<T, LA, kListsVectors>(row_run.data, 0, problem.vocab, k, problem.k_exp,
+      block_fused_candidates<T, LA, kListsVectors>(row_run.data, 0, problem.vocab, k, problem.k_exp, long_prefix,
                                                    candidate_storage, shared);
   const Normalizer normalizer(found.state, problem.k_exp);
   if (threadIdx.x == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
@@ -77,10 +78,12 @@ void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, con
     using T = typename decltype(in)::type;
     const int64_t wave = int64_t{kFusedBlocksPerSm} * device.sm_count;
     const int64_t resident_rows = sizing == SplitSizing::per_batch ? std::min(problem.rows, wave) : wave;
-    with_fused_core_shape<T>(problem.k, problem.vocab, resident_rows, device, [&](auto seeds, auto vectors) {
-      launch_with_candidate_list(topk_fused_kernel<T, decltype(seeds)::value, decltype(vectors)::value>,
-                                 dim3(static_cast<unsigned>(problem.rows)), block_launch, problem);
-    });
+    with_fused_core_shape<T>(problem.k, problem.vocab, resident_rows, device,
+                             [&](auto seeds, auto vectors, bool long_prefix) {
+                               launch_with_candidate_list(
+                                   topk_fused_kernel<T, decltype(seeds)::value, decltype(vectors)::value>,
+                                   dim3(static_cast<unsigned>(problem.rows)), block_launch, problem, long_prefix);
+                             });
   });
 }
 
