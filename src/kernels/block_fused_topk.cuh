@@ -176,10 +176,10 @@ struct FusedCandidates {
 };
 
 /// Phases A and B over the run data[0, length), whose element 0 is token first_index of the row;
-/// k <= min(length, kMaxFastTopK). kListsVectors, long_prefix: which list phase B keeps, and the
-/// prefix's length (with_fused_core_shape).
-/// Called by all kFusedThreads threads. candidate_storage: kCandidateBytes of shared memory,
-/// 16-byte aligned. Starts with no barrier and ends on one.
+/// k <= min(length, kMaxFastTopK). kListsVectors, long_prefix: which list phase B keeps, and how
+/// long the prefix is (with_fused_core_shape). Called by all kFusedThreads threads.
+/// candidate_storage: kCandidateBytes of shared memory, 16-byte aligned. Starts with no barrier
+/// and ends on one.
 template <typename T, int LA, bool kListsVectors>
 __device__ FusedCandidates block_fused_candidates(const T* data, int64_t first_index, int64_t length, unsigned k,
                                                   float k_exp, bool long_prefix, void* candidate_storage,

@@ -30,7 +30,7 @@ enum class SplitSizing;
 
 /// Fused top-k, k <= kMaxFastTopK: a warp per row where `warp_rows` and topk_warp_row_fits, a
 /// block sorting the whole row where topk_sorted_row_fits, else the block-per-row core. No
-/// workspace. `sizing`: whether the core's list may depend on the row count (SplitSizing).
+/// workspace. `sizing`: whether the core's list and prefix may depend on the row count.
 void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,
                        bool warp_rows, SplitSizing sizing);
 
@@ -51,8 +51,9 @@ constexpr int64_t kSortedRowMaxVocab = 1024;
 bool topk_sorted_row_fits(int64_t vocab, int32_t k);
 void launch_topk_sorted_rows(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch);
 
-/// How split-k cuts a row into parts (the CTAs of its cluster, or its chunks), and which list the
-/// fused core keeps (with_fused_core_shape, block_fused_topk.cuh).
+/// How split-k cuts a row into parts (the CTAs of its cluster, or its chunks), and how the fused
+/// core lists a run's candidates and how long its prefix is (with_fused_core_shape,
+/// block_fused_topk.cuh).
 enum class SplitSizing {
   per_row,    ///< from V, K, the dtype and the device only: a row gets the same bits in any batch
   per_batch,  ///< also from the row count: a row of a larger batch may take fewer parts (narrower
