@@ -54,10 +54,7 @@ struct CandidateVectors {
     if (!(group_max(group) >= threshold)) return;
 #pragma unroll
     for (int n = 0; n < N; ++n) {
-      float run[W];
-#pragma unroll
-      for (int i = 0; i < W; ++i) run[i] = group.x[n][i];
-      if (tree_reduce(run, [](float a, float b) { return fmaxf(a, b); }) >= threshold) {
+      if (run_max(group, n) >= threshold) {
         const unsigned slot = atomicAdd(count, 1u);
         if (slot < capacity) {
           vectors[slot] = narrow<T>(group.x[n]);
