@@ -31,6 +31,7 @@
 #include "kernels/kernel_launch.hpp"
 #include "kernels/row_segment.cuh"
 #include "kernels/softmax_passes.cuh"
+#include "kernels/topk_launch.hpp"
 #include "kernels/topk_buffer.cuh"
 
 namespace softk::kernels {
@@ -71,9 +72,10 @@ void with_seed_count(int32_t k, F&& f) {
 
 /// Calls f(seeds, lists_vectors, long_prefix): two integral constants, the seed count for k
 /// (with_seed_count) and which list the core keeps, and whether its prefix is long (prefix_length),
-/// for runs of run_length elements, resident_runs of them at a time (a full wave where a row's bits
-/// must not depend on its batch: both decide the prefix, and so the order in which (m, d) is
-/// summed).
+/// for a launch of `runs` runs of run_length elements. Both depend on the runs resident at once:
+/// under per_batch sizing those of this launch, at most a wave; under per_row a full wave, so that
+/// a row's bits never depend on its batch (both decide the prefix, and so the order in which
+/// (m, d) is summed).
 ///
 /// Vectors make phase B cheaper (bf16: 1.1-1.3x at K = 50 and 1024; fp32 at K = 1024, where a trace
 /// had phase B's slowest thread listing keys end ~8 us after its first) but hold fewer entries, so
@@ -97,7 +99,10 @@ void with_seed_count(int32_t k, F&& f) {
 /// 1.09-1.13x, of 256000 1.02-1.15x, of 128256 0.97-1.03x, 4-8 rows of 4M 0.93-0.95x; it keeps the
 /// short prefix.
 template <typename T, typename F>
-void with_fused_core_shape(int32_t k, int64_t run_length, int64_t resident_runs, const DeviceInfo& device, F&& f) {
+void with_fused_core_shape(int32_t k, int64_t run_length, int64_t runs, SplitSizing sizing, const DeviceInfo& device,
+                           F&& f) {
+  const int64_t wave = int64_t{kFusedBlocksPerSm} * device.sm_count;
+  const int64_t resident_runs = sizing == SplitSizing::per_batch ? std::min(runs, wave) : wave;
   const bool long_prefix = sizeof(T) == 2 && k > 1 &&
                            resident_runs * (run_length / kLongPrefixDivisor) * int64_t{sizeof(T)} <= device.l2_bytes;
   with_seed_count(k, [&](auto seeds) {

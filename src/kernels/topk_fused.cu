@@ -1,7 +1,6 @@
 // Fused softmax + top-k, a block per row: the fused core over the whole row (one read of it from
 // DRAM; see block_fused_topk.cuh), the exact top-K of its candidates selected and sorted, then
 // written with exp(x - m) / d. No workspace, no second launch.
-#include <algorithm>
 #include <type_traits>
 
 #include "cuda_check.hpp"
@@ -76,9 +75,7 @@ void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, con
       launch.stream, launch.programmatic && programmatic_launch_pays(problem.rows, device.sm_count, device)};
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
-    const int64_t wave = int64_t{kFusedBlocksPerSm} * device.sm_count;
-    const int64_t resident_rows = sizing == SplitSizing::per_batch ? std::min(problem.rows, wave) : wave;
-    with_fused_core_shape<T>(problem.k, problem.vocab, resident_rows, device,
+    with_fused_core_shape<T>(problem.k, problem.vocab, problem.rows, sizing, device,
                              [&](auto seeds, auto vectors, bool long_prefix) {
                                launch_with_candidate_list(
                                    topk_fused_kernel<T, decltype(seeds)::value, decltype(vectors)::value>,

@@ -314,11 +314,9 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
       KernelLaunch(grid, kFusedThreads, 0, launch.stream)(topk_split_k_binned_chunk_kernel<T>, problem, plan, w);
       return;
     }
-    const int64_t wave = int64_t{kFusedBlocksPerSm} * device.sm_count;
-    const int64_t resident_chunks =
-        sizing == SplitSizing::per_batch ? std::min(problem.rows * plan.chunks, wave) : wave;
     with_fused_core_shape<T>(
-        problem.k, plan.chunk_length, resident_chunks, device, [&](auto seeds, auto vectors, bool long_prefix) {
+        problem.k, plan.chunk_length, problem.rows * plan.chunks, sizing, device,
+        [&](auto seeds, auto vectors, bool long_prefix) {
           launch_with_candidate_list(
               topk_split_k_fused_chunk_kernel<T, decltype(seeds)::value, decltype(vectors)::value>, grid, ordinary,
               problem, plan, w, long_prefix);
