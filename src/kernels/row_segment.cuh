@@ -95,9 +95,9 @@ constexpr int kGroupVectors = UNROLL * W > 16 ? 16 / W : UNROLL;
 /// Visits body vectors thread, thread + threads, ... of `segment`, each fetched by load(v)
 /// (from global memory, or from a copy of the body held in shared memory). UNROLL vectors go
 /// at a time (all fetched before any is used, so each thread keeps UNROLL 16-byte loads in
-/// flight), visited as groups of kGroupVectors vectors; leftover vectors come as
-/// ElementGroup<1, W>.
-template <int UNROLL, typename T, typename Load, typename Visit>
+/// flight), visited as groups of kGroupVectors vectors; a thread's last (fewer than UNROLL)
+/// vectors come as ElementGroup<1, W>, fetched kTailLoads (1 or 2) at a time.
+template <int UNROLL, int kTailLoads = 1, typename T, typename Load, typename Visit>
 __device__ __forceinline__ void for_each_body_vector(const RowSegment<T>& segment, Load&& load, int thread, int threads,
                                                      Visit&& visit) {
   constexpr int W = RowSegment<T>::kWidth;
@@ -120,6 +120,24 @@ __device__ __forceinline__ void for_each_body_vector(const RowSegment<T>& segmen
       visit(group);
     }
   }
+  // A thread's last (fewer than UNROLL) vectors: fetched one at a time, each waits a round trip
+  // (a 1/32 prefix of 256000 fp32 logits leaves three a thread: phase A took 4.0 us there, 1.3
+  // where it leaves one; H200 trace). Two at a time where nothing else hides that latency and the
+  // registers allow (the fused core's prefix); elsewhere it measured 0.95-1.09x, the losses at
+  // rows of 32000, and three at once spill in the 16-bit fused kernels.
+  static_assert(kTailLoads == 1 || kTailLoads == 2, "one or two tail loads in flight");
+  if constexpr (kTailLoads == 2) {
+    for (; v + threads < vectors; v += 2 * int64_t{threads}) {
+      const RawVector raw[2] = {load(v), load(v + threads)};
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        ElementGroup<1, W> group;
+        widen<T>(raw[u], group.x[0]);
+        group.offset[0] = segment.body_offset(v + int64_t{u} * threads);
+        visit(group);
+      }
+    }
+  }
   for (; v < vectors; v += threads) {
     ElementGroup<1, W> group;
     widen<T>(load(v), group.x[0]);
@@ -131,7 +149,7 @@ __device__ __forceinline__ void for_each_body_vector(const RowSegment<T>& segmen
 /// Visits every element of `segment` once across `threads` cooperating threads, read from
 /// global memory: the scalar head and tail as ElementGroup<1, 1>, the body as
 /// for_each_body_vector groups.
-template <int UNROLL, typename T, typename Visit>
+template <int UNROLL, int kTailLoads = 1, typename T, typename Visit>
 __device__ __forceinline__ void for_each_element(const RowSegment<T>& segment, int thread, int threads, Visit&& visit) {
   for (int e = thread; e < segment.edges(); e += threads) {
     ElementGroup<1, 1> group;
@@ -140,7 +158,7 @@ __device__ __forceinline__ void for_each_element(const RowSegment<T>& segment, i
     visit(group);
   }
   const RawVector* body = segment.body();
-  for_each_body_vector<UNROLL>(
+  for_each_body_vector<UNROLL, kTailLoads>(
       segment, [&](int64_t v) { return load_vector(body + v); }, thread, threads, visit);
 }
 

@@ -241,7 +241,8 @@ std::vector<TopkCase> sorted_row_cases() {
 // element a seed), tied rows of 128 (a full list), rows of 32 (listed whole in one read) and
 // tied rows of 1001 at K = 1 (one read, ties across the tail); and tied, misaligned rows of 1000
 // at K = 256 (the whole-row sort); and K = 1024 on tied rows of 50257 and on rows of 131077, which
-// the forced fused core lists as fp32 vectors (overflowing) and keys.
+// the forced fused core lists as fp32 vectors (overflowing) and keys; and misaligned rows of
+// 128256 at K = 50, whose long prefix leaves each thread's last vectors to the paired loads.
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   struct Small { int64_t V, rows; int32_t k; Dist dist; int64_t stride, count; Layout layout; };
@@ -260,7 +261,8 @@ std::vector<TopkCase> sanitize_cases() {
                            Small{1001, 13, 1, Dist::constant, 256, 1, {}},
                            Small{128, 13, 64, Dist::constant, 256, 64, {}},
                            Small{50257, 2, 1024, Dist::constant, 256, 1024, {}},
-                           Small{131077, 2, 1024, Dist::llm_like, 256, 1024, {}}})
+                           Small{131077, 2, 1024, Dist::llm_like, 256, 1024, {}},
+                           Small{128256, 2, 50, Dist::llm_like, 256, 50, {128259, 1}}})
       for (TopkImpl impl : kAllTopkImpls) {
         TopkCase c = topk_case(impl, dt, s.V, s.rows, s.k, s.dist);
         c.params.stride = s.stride;
