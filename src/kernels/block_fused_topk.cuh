@@ -49,14 +49,12 @@ constexpr std::size_t kCandidateBytes = 64 * 1024;
 /// prefix's K-th logit: the fraction keeps that under half of the list (3,276 vectors or 8,192
 /// keys). Vectors: K / 1536 of the run (1/32 to 2/3); keys: K / 4096 (1/32 to 1/4). A long prefix
 /// is also at least 1/kLongPrefixDivisor of the run (with_fused_core_shape says where).
-template <typename T>
-constexpr int64_t kLongPrefixDivisor = sizeof(T) == 2 ? 8 : 16;
-template <typename T>
+constexpr int64_t kLongPrefixDivisor = 8;
 __host__ __device__ __forceinline__ int64_t prefix_length(int64_t length, int32_t k, bool lists_vectors,
                                                           bool long_prefix) {
   const int64_t per = lists_vectors ? 1536 : 4096;
   const int64_t by_fraction = length * std::min<int64_t>(std::max<int64_t>(k, per / 32), 1024) / per;
-  const int64_t at_least = std::max<int64_t>(int64_t{4} * k, long_prefix ? length / kLongPrefixDivisor<T> : 0);
+  const int64_t at_least = std::max<int64_t>(int64_t{4} * k, long_prefix ? length / kLongPrefixDivisor : 0);
   const int64_t wanted = std::max<int64_t>(by_fraction, at_least);
   return std::min<int64_t>(length, (wanted + 15) / 16 * 16);
 }
@@ -89,28 +87,28 @@ void with_seed_count(int32_t k, F&& f) {
 /// 87-180 MB, 0.79-1.02x (128-1024 rows of 256000 and 1M, 64 of 1M); with 90 MB (256-1024 rows of
 /// 128256), 1.01-1.03x. 16-bit runs list vectors everywhere: listing keys measured 0.68-0.96x.
 ///
-/// A long prefix (at least 1/8 of a 16-bit run, 1/16 of an fp32 one, against 1/32 at K <= 48)
-/// puts tau closer to the run's K-th logit, so phase B lists fewer candidates and the select
-/// after it is shorter: a trace of 256 x 32000 f32 at K = 50 (1/4 prefix) had the listing-to-sort
-/// steps at 2.9 us against 4.7 (H200). It pays at K > 1 (at K = 1 the short prefix already leaves
-/// ~32 candidates) where the resident runs' prefixes fit L2, from which phase B re-reads them
-/// (4-8 rows of 64M bf16, 67-135 MB of prefixes, ran 0.94-0.98x). Measured (H200, one run each,
-/// against 1/32): bf16 at K = 50 1.22-1.25x on 64-1024 rows of 32000, 1.12-1.17x of 256000,
-/// 0.98-1.06x of 128256, split-k chunks 1.05-1.22x; bf16 at K = 1 0.92-1.10x. fp32 at K = 50,
-/// 1/16, once a thread's last prefix vectors were fetched two at a time (block_fused_candidates):
-/// 1.03-1.12x (rows of 32000 1.09-1.12x, of 128256 1.03-1.07x, of 256000 1.04-1.10x, 4 x 4M
-/// 1.04x); before that, rows of 128256 lost (0.94-0.97x), their prefix tails waiting a round trip a
-/// vector.
+/// A long prefix (at least 1/8 of the run, against 1/32 at K <= 48) puts tau closer to the run's
+/// K-th logit, so phase B lists fewer candidates and the select after it is shorter: a trace of
+/// 256 x 32000 f32 at K = 50 (1/4 prefix) had the listing-to-sort steps at 2.9 us against 4.7
+/// (H200). It pays at K > 1 (at K = 1 the short prefix already leaves ~32 candidates) where the
+/// resident runs' prefixes fit L2, from which phase B re-reads them (4-8 rows of 64M bf16, 67-135
+/// MB of prefixes, ran 0.94-0.98x). Measured (H200, one run each, against 1/32): bf16 at K = 50
+/// 1.22-1.25x on 64-1024 rows of 32000, 1.12-1.17x of 256000, 0.98-1.06x of 128256, split-k chunks
+/// 1.05-1.22x; bf16 at K = 1 0.92-1.10x. fp32 gained once a thread's last prefix vectors were
+/// fetched two at a time (block_fused_candidates; before that rows of 128256 lost, 0.94-0.97x,
+/// their prefix tails waiting a round trip a vector): at 1/16, K = 50, 1.03-1.12x; 1/8 against
+/// 1/16 0.99-1.15x (1 x 4M 1.15x, 64 x 128256 1.07x, 256 x 256000 0.99x). 1/4 for bf16 was mixed
+/// (0.95-1.10x: rows of 128256 lost).
 template <typename T, typename F>
 void with_fused_core_shape(int32_t k, int64_t run_length, int64_t runs, SplitSizing sizing, const DeviceInfo& device,
                            F&& f) {
   const int64_t wave = int64_t{kFusedBlocksPerSm} * device.sm_count;
   const int64_t resident_runs = sizing == SplitSizing::per_batch ? std::min(runs, wave) : wave;
   const bool long_prefix = k > 1 &&
-                           resident_runs * (run_length / kLongPrefixDivisor<T>) * int64_t{sizeof(T)} <= device.l2_bytes;
+                           resident_runs * (run_length / kLongPrefixDivisor) * int64_t{sizeof(T)} <= device.l2_bytes;
   with_seed_count(k, [&](auto seeds) {
     if constexpr (sizeof(T) == 4 && decltype(seeds)::value == 4) {
-      const int64_t prefix_bytes = prefix_length<T>(run_length, k, true, false) * static_cast<int64_t>(sizeof(T));
+      const int64_t prefix_bytes = prefix_length(run_length, k, true, false) * static_cast<int64_t>(sizeof(T));
       if (resident_runs * prefix_bytes > device.l2_bytes) {
         f(seeds, std::false_type{}, long_prefix);
         return;
@@ -193,15 +191,15 @@ __device__ FusedCandidates block_fused_candidates(const T* data, int64_t first_i
                                                   float k_exp, bool long_prefix, void* candidate_storage,
                                                   FusedTopkShared& shared) {
   constexpr int kThreads = kFusedThreads;
-  const int64_t split = prefix_length<T>(length, static_cast<int32_t>(k), kListsVectors, long_prefix);
+  const int64_t split = prefix_length(length, static_cast<int32_t>(k), kListsVectors, long_prefix);
   const RowSegment<T> prefix(data, first_index, split);
   const RowSegment<T> rest(data + split, first_index + split, length - split);
 
   // Nothing hides the prefix passes' latency (every block of a one-wave batch selects its seeds
   // after the first, and the second re-reads from L2), so a thread's last prefix vectors go two
   // at a time: a 1/16 prefix of 128256 fp32 logits leaves three a thread (256 x 128256 f32 K = 50
-  // 1.03x with both passes so, 0.96x with phase A alone; H200). Not in the fp16 kernel seeding
-  // four a thread, which spills so.
+  // at 1/16: 1.03x with both passes so, 0.96x with phase A alone; H200). Not in the fp16 kernel
+  // seeding four a thread, which spills so.
   constexpr int kPrefixTailLoads = std::is_same_v<T, __half> && LA == 4 ? 1 : 2;
 
   // Phase A.
