@@ -197,9 +197,9 @@ __device__ FusedCandidates block_fused_candidates(const T* data, int64_t first_i
 
   // Nothing hides the prefix passes' latency (every block of a one-wave batch selects its seeds
   // after the first, and the second re-reads from L2), so a thread's last prefix vectors go two
-  // at a time: a 1/16 prefix of 128256 fp32 logits leaves three a thread (256 x 128256 f32 K = 50
-  // at 1/16: 1.03x with both passes so, 0.96x with phase A alone; H200). Not in the fp16 kernel
-  // seeding four a thread, which spills so.
+  // at a time: a 1/8 or 1/16 prefix of 128256 fp32 logits leaves three to most threads (256 x
+  // 128256 f32 K = 50 at 1/16: 1.03x with both passes so, 0.96x with phase A alone; H200). Not in
+  // the fp16 kernel seeding four a thread, which spills so.
   constexpr int kPrefixTailLoads = std::is_same_v<T, __half> && LA == 4 ? 1 : 2;
 
   // Phase A.
