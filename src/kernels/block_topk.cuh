@@ -136,8 +136,16 @@ __device__ __forceinline__ void warp_top64_of_128(Key& a, Key& b, Key c, Key d, 
   warp_bitonic_merge(a, b, lane, true);
 }
 
-/// Sorts keys[0, n) descending in place; n is a power of two, at least 64. Keys are unique, so
-/// the network's result is the one order there is.
+/// The length block_bitonic_sort_descending sorts n keys in: the next power of two, at least
+/// 64 (a warp's run), the keys past n padded with kEmptyKey.
+__host__ __device__ constexpr unsigned bitonic_sort_length(unsigned n) {
+  unsigned length = 64;
+  while (length < n) length *= 2;
+  return length;
+}
+
+/// Sorts keys[0, n) descending in place; n is a power of two, at least 64 (bitonic_sort_length).
+/// Keys are unique, so the network's result is the one order there is.
 ///
 /// A bitonic network whose stages of stride < 64 stay inside a warp: a warp sorts a run of 64
 /// keys [64c, 64c + 64) in two registers a lane (positions p and p + 32), so stride 32 is a swap
@@ -206,8 +214,7 @@ __device__ const TopkKey* block_sort_descending(TopkKey* keys, unsigned n, TopkK
     __syncthreads();
     return ranked;
   }
-  unsigned padded = 64;
-  while (padded < n) padded *= 2;
+  const unsigned padded = bitonic_sort_length(n);
   for (unsigned i = n + threadIdx.x; i < padded; i += kThreads) keys[i] = kEmptyKey;  // sorts last
   __syncthreads();
   block_bitonic_sort_descending<kThreads>(keys, padded);

@@ -23,7 +23,7 @@ constexpr int kSortedRowThreads = 256;
 
 template <typename T>
 __global__ void __launch_bounds__(kSortedRowThreads) topk_sorted_row_kernel(TopkProblem problem, unsigned padded) {
-  extern __shared__ TopkKey row_keys[];  // `padded` keys: a power of two, at least 64
+  extern __shared__ TopkKey row_keys[];  // `padded` keys: bitonic_sort_length(V)
   __shared__ SoftmaxState scratch[kSortedRowThreads / 32];
   enter_after_previous_grid();
 
@@ -62,8 +62,7 @@ bool topk_sorted_row_fits(int64_t vocab, int32_t k) { return k > kWarpRowMaxK &&
 // 0.84x (the next op's blocks pile onto the SMs that freed first), 512 rows 0.91 / 1.06x, 1024
 // rows 1.05 / 1.04x, 2048 1.02x, 8192 1.00x.
 void launch_topk_sorted_rows(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch) {
-  unsigned padded = 64;
-  while (padded < problem.vocab) padded *= 2;
+  const unsigned padded = bitonic_sort_length(static_cast<unsigned>(problem.vocab));  // V <= kSortedRowMaxVocab
   const bool programmatic =
       launch.programmatic && programmatic_launch_pays(problem.rows, int64_t{4} * device.sm_count, device);
   with_input_type(problem.dtype, [&](auto in) {
