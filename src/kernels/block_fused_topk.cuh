@@ -237,9 +237,10 @@ __device__ FusedCandidates block_fused_candidates(const T* data, int64_t first_i
   }();
   for_each_element<kStreamUnroll, kPrefixTailLoads>(prefix, threadIdx.x, kThreads,
                                                     [&](const auto& group) { list.offer(group, prefix.first_index); });
-  // At K > 256 (four seeds a thread) the rest's tail goes two vectors at a time too: K = 1024 on
-  // rows of 32000 1.02-1.06x, elsewhere 0.99-1.01x (H200, one run). Not below: K = 256 on rows of
-  // 32000 fp32 0.98-0.99x, and K = 1 split-k chunks 0.97x (their kernels shared the loop then).
+  // At K > 256 (four seeds a thread) the rest's last vectors go two at a time too, since the
+  // longer select after phase B hides their latency no better: K = 1024 on rows of 32000
+  // 1.02-1.06x, elsewhere 0.99-1.01x (H200, one run). Not with fewer seeds: K = 256 on rows of
+  // 32000 fp32 read 0.98-0.99x, and K = 1 split-k chunks 0.97x with the paired loop beside theirs.
   constexpr int kRestTailLoads = LA == 4 ? 2 : 1;
   for_each_element<kStreamUnroll, kRestTailLoads>(rest, threadIdx.x, kThreads, [&](const auto& group) {
     accumulate(state, group, k_exp);
