@@ -31,8 +31,8 @@
 #include "kernels/kernel_launch.hpp"
 #include "kernels/row_segment.cuh"
 #include "kernels/softmax_passes.cuh"
-#include "kernels/topk_launch.hpp"
 #include "kernels/topk_buffer.cuh"
+#include "kernels/topk_launch.hpp"
 
 namespace softk::kernels {
 
@@ -108,7 +108,7 @@ void with_fused_core_shape(int32_t k, int64_t run_length, int64_t runs, SplitSiz
                            resident_runs * (run_length / kLongPrefixDivisor) * int64_t{sizeof(T)} <= device.l2_bytes;
   with_seed_count(k, [&](auto seeds) {
     if constexpr (sizeof(T) == 4 && decltype(seeds)::value == 4) {
-      const int64_t prefix_bytes = prefix_length(run_length, k, true, false) * static_cast<int64_t>(sizeof(T));
+      const int64_t prefix_bytes = prefix_length(run_length, k, true, long_prefix) * static_cast<int64_t>(sizeof(T));
       if (resident_runs * prefix_bytes > device.l2_bytes) {
         f(seeds, std::false_type{}, long_prefix);
         return;
