@@ -36,6 +36,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <type_traits>
 
 #include "cuda_check.hpp"
 #include "kernels/block_bin_threshold.cuh"
@@ -64,12 +65,19 @@ constexpr int kHeldInShared = -1;
 /// hold 32000), within the 227 KB of shared memory an sm_90 CTA may have, ClusterShared's 34 KB
 /// included.
 constexpr std::size_t kMaxSharedChunkBytes = 128 * 1024;
-/// CTAs are added to a row's cluster until each thread holds about this many elements (what a
-/// thread folds and counts before the first barrier). More CTAs for one row buy little (1 x
-/// 32000 f32, K = 50: 4 CTAs ~7.3 us, 16 CTAs ~6.6; H200, separate runs) and leave fewer
-/// clusters resident (7 of 16 CTAs on an H200), so rows queue (8 x 32000 f32: ~8.0 vs ~11.0
-/// us); more elements a thread cost more than they save (1 x 128256 bf16: 32 a thread ~10.6
-/// us, 16 a thread ~7.7).
+/// CTAs are added to a row's cluster until each thread holds about kFinestElementsPerThread
+/// elements (what a thread folds and counts before the first barrier), where the batch then runs in
+/// one wave of such clusters; else until it holds about kTargetElementsPerThread, since wider
+/// clusters are fewer at once (7 of 10-16 CTAs resident on an H200) and rows would queue (8 x 32000
+/// f32 K = 50 at 16 CTAs: ~11.0 us against ~8.0 at 4). Halving a CTA's chunk halves its fold and
+/// its share of the row's candidates: rows 1-8 of 32000 and 1 of 50257, K 50 to 1024, 1.05-1.12x
+/// (1 x 32000 f32 K = 50 6.73 -> 6.10 us, 8 x 32000 f32 K = 1024 11.89 -> 10.71; H200, one run,
+/// auto), and K = 1 at 1-2 such rows 1.06-1.10x (1 x 32000 f32 3.87 -> 3.53; 4-8 rows 0.99-1.04x;
+/// another run). Where the finer clusters would not fit one wave, a narrower plan's one wave lost
+/// to the coarser clusters (8 x 50257 K = 1024: 9 CTAs 0.87-0.89x against 7), so the coarser size
+/// comes first there. More elements a thread cost more than they save (1 x 128256 bf16: 32 a thread
+/// ~10.6 us, 16 a thread ~7.7).
+constexpr int kFinestElementsPerThread = 8;
 constexpr int kTargetElementsPerThread = 16;
 /// The most elements a thread holds in registers in the narrower clusters a batch may take
 /// (measured with 8 CTAs a row on an H200, where 15 are resident against 7 of 16: 8 x 128256 f32,
@@ -475,45 +483,89 @@ __device__ void copy_runs(const cg::cluster_group& cluster, ClusterShared& s) {
   if (copies_state) s.row_state = row_state;
 }
 
-/// Keys in the descending run [run, run + length) that are larger than `key`.
-__device__ __forceinline__ unsigned count_greater(const TopkKey* run, unsigned length, TopkKey key) {
-  unsigned lo = 0, hi = length;
-  while (lo < hi) {
-    const unsigned mid = (lo + hi) / 2;
-    if (run[mid] > key)
-      lo = mid + 1;
-    else
-      hi = mid;
+/// The sorted runs of candidates.row that one lane of a group of `lanes` searches: runs lane,
+/// lane + lanes, ... below `ranks`, kRuns at most (the rest empty).
+template <int kRuns>
+struct LaneRuns {
+  unsigned begin[kRuns];
+  unsigned length[kRuns];
+  unsigned first_step;  ///< the largest power of two no longer than the longest of these runs
+
+  __device__ __forceinline__ LaneRuns(const ClusterCandidates& c, unsigned ranks, unsigned lane, unsigned lanes) {
+    unsigned longest = 0;
+#pragma unroll
+    for (int m = 0; m < kRuns; ++m) {
+      const unsigned r = lane + m * lanes;
+      begin[m] = r < ranks ? c.run_begin[r] : 0u;
+      length[m] = r < ranks ? c.run_begin[r + 1] - begin[m] : 0u;
+      longest = max(longest, length[m]);
+    }
+    first_step = longest == 0 ? 0u : 1u << (31 - __clz(longest));
   }
-  return lo;
+
+  /// Keys larger than `key` in these runs (each a prefix of its run, the runs descending): a
+  /// binary search in each, one step of all of them at a time. kRuns is a constant, so the
+  /// searches unroll without a branch between them and a step's loads overlap (a loop that left at
+  /// the lane's last run kept them apart: 0.90x at K = 256, H200).
+  __device__ __forceinline__ unsigned count_greater(const TopkKey* row, TopkKey key) const {
+    unsigned larger[kRuns];
+#pragma unroll
+    for (int m = 0; m < kRuns; ++m) larger[m] = 0;
+    for (unsigned step = first_step; step > 0; step /= 2) {
+#pragma unroll
+      for (int m = 0; m < kRuns; ++m) {
+        const unsigned probe = larger[m] + step;
+        if (probe <= length[m] && row[begin[m] + probe - 1] > key) larger[m] = probe;
+      }
+    }
+    unsigned sum = 0;
+#pragma unroll
+    for (int m = 0; m < kRuns; ++m) sum += larger[m];
+    return sum;
+  }
+};
+
+/// Calls f(runs), an integral constant: the power of two 1 .. kLargeCluster at least n.
+template <typename F>
+__device__ __forceinline__ void with_runs_per_lane(unsigned n, F&& f) {
+  if (n <= 1) f(std::integral_constant<int, 1>{});
+  else if (n <= 2) f(std::integral_constant<int, 2>{});
+  else if (n <= 4) f(std::integral_constant<int, 4>{});
+  else if (n <= 8) f(std::integral_constant<int, 8>{});
+  else f(std::integral_constant<int, kLargeCluster>{});
 }
 
 /// Writes the winners among this CTA's share of the row's candidates (an equal slice of
 /// candidates.row per CTA, whichever CTA held them). A candidate's rank in the row is the sum,
-/// over the runs, of the keys larger than it: a group of lanes a candidate (a power of two, at
-/// least the cluster size) searches one run a lane and sums by shuffles. Keys are unique, so
-/// the ranks of all candidates are 0 .. total - 1, and those below K are the row's top K.
+/// over the runs, of the keys larger than it: a group of lanes a candidate (a power of two) splits
+/// the runs' searches between them (LaneRuns) and sums by shuffles. The groups are as wide as the
+/// runs where the share still takes one round of the block, narrower where it would take more: a
+/// group as wide as the runs took 4-7 rounds a share at K = 1024 in 9-16 CTAs, and one round took
+/// K = 1024 on rows 1-8 1.11-1.24x faster (8 x 128256 f32 16.22 -> 13.22 us; K = 256 0.98-0.99x
+/// at 1-4 rows, 1.05x at 8 rows of 128256; H200, one run). Keys are unique, so the ranks of all
+/// candidates are 0 .. total - 1, and those below K are the row's top K.
 __device__ void write_ranked_slice(const cg::cluster_group& cluster, const ClusterCandidates& c,
                                    const TopkProblem& problem, int64_t row, const Normalizer& normalizer) {
   const unsigned ranks = cluster.num_blocks();
-  unsigned lanes = 1;
-  while (lanes < ranks) lanes *= 2;
   const unsigned total = c.run_begin[ranks];
   const unsigned begin = total * cluster.block_rank() / ranks;
   const unsigned end = total * (cluster.block_rank() + 1) / ranks;
-  const unsigned run = threadIdx.x % lanes;
+  unsigned lanes = 1;
+  while (lanes < ranks && (end - begin) * lanes * 2 <= kClusterThreads) lanes *= 2;
+  const unsigned lane = threadIdx.x % lanes;
   float* probs = problem.probs + row * problem.k;
   int32_t* indices = problem.indices + row * problem.k;
-  for (unsigned first = begin; first < end; first += kClusterThreads / lanes) {  // block-uniform trips
-    const unsigned j = first + threadIdx.x / lanes;
-    const TopkKey key = j < end ? c.row[j] : kEmptyKey;
-    unsigned larger = 0;
-    if (j < end && run < ranks)
-      larger = count_greater(c.row + c.run_begin[run], c.run_begin[run + 1] - c.run_begin[run], key);
-    for (unsigned offset = lanes / 2; offset > 0; offset /= 2) larger += __shfl_xor_sync(0xffffffffu, larger, offset);
-    if (j < end && run == 0 && larger < static_cast<unsigned>(problem.k))
-      write_topk_entry(key, normalizer, problem.log_probs, probs + larger, indices + larger);
-  }
+  with_runs_per_lane((ranks + lanes - 1) / lanes, [&](auto runs) {
+    const LaneRuns<decltype(runs)::value> searched(c, ranks, lane, lanes);
+    for (unsigned first = begin; first < end; first += kClusterThreads / lanes) {  // block-uniform trips
+      const unsigned j = first + threadIdx.x / lanes;
+      const TopkKey key = j < end ? c.row[j] : kEmptyKey;
+      unsigned rank = j < end ? searched.count_greater(c.row, key) : 0u;  // j is the same across a group
+      for (unsigned offset = lanes / 2; offset > 0; offset /= 2) rank += __shfl_xor_sync(0xffffffffu, rank, offset);
+      if (j < end && lane == 0 && rank < static_cast<unsigned>(problem.k))
+        write_topk_entry(key, normalizer, problem.log_probs, probs + rank, indices + rank);
+    }
+  });
 }
 
 /// The row's status, from the leader's thread 0 at the end of its work (written earlier, it sits
@@ -790,12 +842,12 @@ const ClusterLimits& cluster_limits(const DeviceInfo& device) {
 }
 
 /// A row of `vocab` tokens over at most `max_ctas` CTAs, each thread holding about
-/// kTargetElementsPerThread elements (more where max_ctas is too few): in registers where a
-/// thread then holds at most `register_elements` (rounded up to 2, 4 or 8 vectors), else in
-/// shared memory.
-ClusterTopkPlan plan_over(int64_t vocab, DType dtype, int max_ctas, int register_elements) {
+/// `target_elements` elements (more where max_ctas is too few): in registers where a thread then
+/// holds at most `register_elements` (rounded up to 2, 4 or 8 vectors), else in shared memory.
+ClusterTopkPlan plan_over(int64_t vocab, DType dtype, int max_ctas, int register_elements,
+                          int target_elements = kTargetElementsPerThread) {
   const int64_t width = 16 / static_cast<int64_t>(dtype_size(dtype));
-  const int64_t target = int64_t{kTargetElementsPerThread} * kClusterThreads;
+  const int64_t target = int64_t{target_elements} * kClusterThreads;
   const int ctas = static_cast<int>(std::min<int64_t>(max_ctas, (vocab + target - 1) / target));
   const int64_t chunk_length = ((vocab + ctas - 1) / ctas + 15) / 16 * 16;
   const int64_t vectors_per_thread = (chunk_length / width + kClusterThreads - 1) / kClusterThreads;
@@ -809,10 +861,12 @@ constexpr ClusterTopkPlan kNoPlan{0, 0, 0, 0, 0};
 
 /// The cluster size and chunks for `rows` rows of `vocab` tokens; ctas 0 when a row does not fit or
 /// K is past kMaxFastTopK. Per row, it depends on V, K, the dtype and the device only, so a row
-/// gets the same bits whatever batch it sits in: the widest clusters, holding the row in registers.
-/// Per batch, rows past what those clusters hold at once take narrower clusters, of which more are
-/// resident (an H200: 7 of 10-16 CTAs, 9 of 9, 15 of 8), where that takes fewer waves: at K > 1 the
-/// widest size that takes the fewest, its chunks in registers up to kNarrowRegisterElements a
+/// gets the same bits whatever batch it sits in: the finest chunks (kFinestElementsPerThread a
+/// thread), held in registers. Per batch, those where the rows fit one wave of their clusters, else
+/// the chunks of kTargetElementsPerThread a thread in the widest clusters where the rows fit one
+/// wave of those; rows past what those clusters hold at once take narrower clusters, of which more
+/// are resident (an H200: 7 of 10-16 CTAs, 9 of 9, 15 of 8), where that takes fewer waves: at K > 1
+/// the widest size that takes the fewest, its chunks in registers up to kNarrowRegisterElements a
 /// thread and in shared memory up to kNarrowSharedElements (a wave of longer chunks costs far less
 /// than a second wave: 8 x 256000 f32 K = 50, one wave of 8 CTAs 12.6 us, two of 16 16.8, at
 /// e741479; the rule below takes 9 there, 12.4 us); at K = 1 8-CTA clusters, in registers. Against
@@ -823,9 +877,12 @@ ClusterTopkPlan cluster_size_for(int64_t rows, int64_t vocab, DType dtype, int32
                                  SplitSizing sizing) {
   if (k > kMaxFastTopK || limits.max_ctas == 0) return kNoPlan;
   const int width = 16 / static_cast<int>(dtype_size(dtype));
+  const ClusterTopkPlan finest =
+      plan_over(vocab, dtype, limits.max_ctas, kMaxHeldVectors * width, kFinestElementsPerThread);
+  if (finest.held_vectors == kHeldInShared) return kNoPlan;
+  if (sizing == SplitSizing::per_row || rows <= limits.resident[finest.ctas]) return finest;
   const ClusterTopkPlan widest = plan_over(vocab, dtype, limits.max_ctas, kMaxHeldVectors * width);
-  if (widest.held_vectors == kHeldInShared) return kNoPlan;
-  if (sizing == SplitSizing::per_row || rows <= limits.resident[widest.ctas]) return widest;
+  if (rows <= limits.resident[widest.ctas]) return widest;
   // A size the probe refused (0 resident) never runs in any number of waves.
   const auto waves = [&](int ctas) {
     const int64_t resident = limits.resident[ctas];
