@@ -133,6 +133,7 @@ struct Normalizer {
   float log_sum;
   RowStatus status;
 
+  Normalizer() = default;  // so that shared memory can hold one
   __device__ __forceinline__ Normalizer(const SoftmaxState& state, float k_)
       : max(state.max), k(k_), inv_sum(1.0f / state.sum), log_sum(logf(state.sum)), status(status_of(state)) {}
 

@@ -152,7 +152,10 @@ struct ClusterShared {
     ClusterCandidates candidates;  ///< once the threshold is decided, the counts are never read again
   };
   SoftmaxState warp_states[kWarps];  ///< this CTA's (m, d), a state a warp
-  SoftmaxState row_state;            ///< the leader's: every warp state merged (copied where CTAs write)
+  /// The leader's: the row's (m, d), every warp state merged, as written with (copied where CTAs
+  /// write). Formed off the path every CTA waits on (decide), so that no CTA's writes wait on its
+  /// division and logarithm (a chain of ~100 cycles, H200 trace).
+  Normalizer row_normalizer;
   LevelDecision decision;
   /// Keys sent to this CTA's `candidates.keys`: by every CTA to the leader in finish_at_leader,
   /// by the CTA itself in finish_across_cluster. Zeroed before the first cluster barrier, so that
@@ -220,6 +223,18 @@ struct RegisterChunk : ChunkEdges<T> {
       }
     }
   }
+
+  /// Visits every held key at or above `prefix`. (Comparing the values first, as SharedChunk,
+  /// pushed the kernels holding 32 elements a thread past 128 registers, and a chunk of at most
+  /// 16 a thread gained nothing from it.)
+  template <typename Visit>
+  __device__ __forceinline__ void for_each_key_at_least(TopkKey prefix, Visit&& visit) const {
+    for_each_group([&](const auto& group) {
+      visit_keys(group, this->segment.first_index, [&](TopkKey key) {
+        if (key >= prefix) visit(key);
+      });
+    });
+  }
 };
 
 /// Copies 16 bytes from global to shared memory without passing through a register
@@ -267,6 +282,22 @@ struct SharedChunk : ChunkEdges<T> {
     this->visit_edge(visit);
     for_each_body_vector<kSharedChunkUnroll>(
         this->segment, [&](int64_t v) { return held[v]; }, threadIdx.x, kClusterThreads, visit);
+  }
+
+  /// Visits every held key at or above `prefix`. Its 33-64 elements a thread make the scan
+  /// instruction-bound, so an element forms its key only once its value reaches the prefix's
+  /// (a necessary condition: key_threshold), a few percent of them.
+  template <typename Visit>
+  __device__ __forceinline__ void for_each_key_at_least(TopkKey prefix, Visit&& visit) const {
+    const float floor = key_threshold(prefix);
+    for_each_group([&](const auto& group) {
+      visit_elements(group, this->segment.first_index, [&](float x, int64_t index) {
+        if (x >= floor) {
+          const TopkKey key = make_key(x, index);
+          if (key >= prefix) visit(key);
+        }
+      });
+    });
   }
 };
 
@@ -411,7 +442,7 @@ __device__ void decide(const cg::cluster_group& cluster, ClusterShared& s, const
       // Warp 1 merges the row's (m, d) meanwhile, off the path every CTA waits on.
       if (threadIdx.x < 64) {
         const SoftmaxState merged = merge_row_state(cluster, s.warp_states, k_exp);
-        if (threadIdx.x == 32) s.row_state = merged;
+        if (threadIdx.x == 32) s.row_normalizer = Normalizer(merged, k_exp);
       }
       return;  // warp 0 walks, and writes the decision
     }
@@ -473,14 +504,14 @@ __device__ void copy_runs(const cg::cluster_group& cluster, ClusterShared& s) {
     }
   }
   const bool copies_state = threadIdx.x == kClusterThreads - 1 && cluster.block_rank() != 0;
-  SoftmaxState row_state{};
-  if (copies_state) row_state = *cluster.map_shared_rank(&s.row_state, 0);
+  Normalizer row_normalizer{};
+  if (copies_state) row_normalizer = *cluster.map_shared_rank(&s.row_normalizer, 0);
 #pragma unroll
   for (int i = 0; i < kCopiesPerThread; ++i) {
     const unsigned j = threadIdx.x + i * kClusterThreads;
     if (j < total) c.row[j] = copied[i];
   }
-  if (copies_state) s.row_state = row_state;
+  if (copies_state) s.row_normalizer = row_normalizer;
 }
 
 /// The sorted runs of candidates.row that one lane of a group of `lanes` searches: runs lane,
@@ -550,15 +581,18 @@ __device__ void write_ranked_slice(const cg::cluster_group& cluster, const Clust
   const unsigned total = c.run_begin[ranks];
   const unsigned begin = total * cluster.block_rank() / ranks;
   const unsigned end = total * (cluster.block_rank() + 1) / ranks;
-  unsigned lanes = 1;
-  while (lanes < ranks && (end - begin) * lanes * 2 <= kClusterThreads) lanes *= 2;
-  const unsigned lane = threadIdx.x % lanes;
+  // lanes = 2^lane_bits: shifts and masks, where a runtime divisor costs a division's dependent
+  // chain of ~20 instructions on the way to the first search.
+  unsigned lane_bits = 0;
+  while ((1u << lane_bits) < ranks && (end - begin) << (lane_bits + 1) <= kClusterThreads) ++lane_bits;
+  const unsigned lanes = 1u << lane_bits;
+  const unsigned lane = threadIdx.x & (lanes - 1);
   float* probs = problem.probs + row * problem.k;
   int32_t* indices = problem.indices + row * problem.k;
-  with_runs_per_lane((ranks + lanes - 1) / lanes, [&](auto runs) {
+  with_runs_per_lane((ranks + lanes - 1) >> lane_bits, [&](auto runs) {
     const LaneRuns<decltype(runs)::value> searched(c, ranks, lane, lanes);
-    for (unsigned first = begin; first < end; first += kClusterThreads / lanes) {  // block-uniform trips
-      const unsigned j = first + threadIdx.x / lanes;
+    for (unsigned first = begin; first < end; first += kClusterThreads >> lane_bits) {  // block-uniform trips
+      const unsigned j = first + (threadIdx.x >> lane_bits);
       const TopkKey key = j < end ? c.row[j] : kEmptyKey;
       unsigned rank = j < end ? searched.count_greater(c.row, key) : 0u;  // j is the same across a group
       for (unsigned offset = lanes / 2; offset > 0; offset /= 2) rank += __shfl_xor_sync(0xffffffffu, rank, offset);
@@ -580,7 +614,7 @@ template <typename Chunk>
 __device__ __forceinline__ void send_candidates(const Chunk& held, TopkKey prefix, unsigned* count, TopkKey* keys) {
   // The decision bounded the cluster's count by kGatherCapacity.
   append_keys_at_least(
-      prefix, [&](auto&& visit) { for_each_held_key(held, visit); }, count, keys, kGatherCapacity);
+      prefix, [&](auto&& visit) { held.for_each_key_at_least(prefix, visit); }, count, keys, kGatherCapacity);
 }
 
 /// Step 4 for few candidates (plan.leader_sort_max): every CTA sends its keys at or above the
@@ -595,7 +629,7 @@ __device__ void finish_at_leader(const cg::cluster_group& cluster, ClusterShared
   if (cluster.block_rank() != 0) return;
   const unsigned count = min(s.gathered, kGatherCapacity);
   const TopkKey* sorted = block_sort_descending<kClusterThreads>(s.candidates.keys, count, s.candidates.ranked);
-  const Normalizer normalizer(s.row_state, problem.k_exp);
+  const Normalizer normalizer = s.row_normalizer;
   float* probs = problem.probs + row * problem.k;
   int32_t* indices = problem.indices + row * problem.k;
   for (unsigned j = threadIdx.x; j < static_cast<unsigned>(problem.k); j += kClusterThreads)
@@ -619,7 +653,7 @@ __device__ void finish_across_cluster(const cg::cluster_group& cluster, ClusterS
   copy_runs(cluster, s);
   auto copied = cluster.barrier_arrive();  // this thread reads no other CTA's shared memory after this
   __syncthreads();                         // the row's candidates all in candidates.row
-  const Normalizer normalizer(s.row_state, problem.k_exp);
+  const Normalizer normalizer = s.row_normalizer;
   write_ranked_slice(cluster, candidates, problem, row, normalizer);
   if (cluster.block_rank() == 0) write_row_status(problem, row, normalizer);
   cluster.barrier_wait(std::move(copied));  // no CTA exits while another still copies its run
@@ -675,7 +709,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
 
   if (decision.nan_row) {  // cluster-uniform; the row state says has_nan too
     if (!leader) return;
-    write_row_status(problem, row, Normalizer(s.row_state, problem.k_exp));
+    write_row_status(problem, row, s.row_normalizer);
     write_nan_row<kClusterThreads>(k, problem.probs + row * problem.k, problem.indices + row * problem.k);
     return;
   }
