@@ -439,7 +439,7 @@ __device__ void decide(const cg::cluster_group& cluster, ClusterShared& s, const
   LevelDecision next = current;
   if (current.level == 0) {
     if (threadIdx.x >= 32) {
-      // Warp 1 merges the row's (m, d) meanwhile, off the path every CTA waits on.
+      // Warp 1 merges the row's (m, d) into its normalizer meanwhile, off the path every CTA waits on.
       if (threadIdx.x < 64) {
         const SoftmaxState merged = merge_row_state(cluster, s.warp_states, k_exp);
         if (threadIdx.x == 32) s.row_normalizer = Normalizer(merged, k_exp);
@@ -707,7 +707,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     });
   }
 
-  if (decision.nan_row) {  // cluster-uniform; the row state says has_nan too
+  if (decision.nan_row) {  // cluster-uniform; the row's normalizer says has_nan too
     if (!leader) return;
     write_row_status(problem, row, s.row_normalizer);
     write_nan_row<kClusterThreads>(k, problem.probs + row * problem.k, problem.indices + row * problem.k);
