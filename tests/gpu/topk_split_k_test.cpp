@@ -221,6 +221,13 @@ std::vector<TopkCase> batch_cases() {
     if (d != Dist::llm_like) add(out, DType::f32, 128256, 8, 50, d);  // llm_like: above
     add(out, DType::bf16, 100003, 9, 16, d);
   }
+  // Chunks held in shared memory send their candidates by comparing values first (SharedChunk in
+  // topk_cluster.cu): every distribution through it (8 rows of 200003 f32: 9-CTA clusters of ~43
+  // tokens a thread on an H200), and K = 1024 ranked across such clusters, fp32 and bf16.
+  for (Dist d : kAllDists)
+    if (d != Dist::llm_like) add(out, DType::f32, 200003, 8, 50, d);  // llm_like: above
+  add(out, DType::f32, 200003, 8, 1024, Dist::llm_like);
+  add(out, DType::bf16, 256000, 8, 1024, Dist::llm_like);
   // Past SMs / 8 rows auto takes split-k where the batch runs in one wave of clusters (K = 1: up
   // to three; src/dispatch.cpp). On 132 SMs: 64 rows of 32000 in 2-CTA clusters (K = 1024 ranked
   // across both CTAs; K = 1 in two waves of 4-CTA ones), 64 of 50257 bf16 in 2-CTA clusters holding their chunks in shared memory,
