@@ -223,18 +223,6 @@ struct RegisterChunk : ChunkEdges<T> {
       }
     }
   }
-
-  /// Visits every held key at or above `prefix`. (Comparing the values first, as SharedChunk,
-  /// pushed the kernels holding 32 elements a thread past 128 registers; forming the index from
-  /// 32 bits rather than a 64-bit offset a vector measured no faster.)
-  template <typename Visit>
-  __device__ __forceinline__ void for_each_key_at_least(TopkKey prefix, Visit&& visit) const {
-    for_each_group([&](const auto& group) {
-      visit_keys(group, this->segment.first_index, [&](TopkKey key) {
-        if (key >= prefix) visit(key);
-      });
-    });
-  }
 };
 
 /// Copies 16 bytes from global to shared memory without passing through a register
@@ -283,22 +271,6 @@ struct SharedChunk : ChunkEdges<T> {
     for_each_body_vector<kSharedChunkUnroll>(
         this->segment, [&](int64_t v) { return held[v]; }, threadIdx.x, kClusterThreads, visit);
   }
-
-  /// Visits every held key at or above `prefix`. Its 33-64 elements a thread make the scan
-  /// instruction-bound, so an element forms its key only once its value reaches the prefix's
-  /// (a necessary condition: key_threshold), a few percent of them.
-  template <typename Visit>
-  __device__ __forceinline__ void for_each_key_at_least(TopkKey prefix, Visit&& visit) const {
-    const float floor = key_threshold(prefix);
-    for_each_group([&](const auto& group) {
-      visit_elements(group, this->segment.first_index, [&](float x, int64_t index) {
-        if (x >= floor) {
-          const TopkKey key = make_key(x, index);
-          if (key >= prefix) visit(key);
-        }
-      });
-    });
-  }
 };
 
 template <typename T, int kVectors>
@@ -308,6 +280,33 @@ using HeldChunk = std::conditional_t<kVectors == kHeldInShared, SharedChunk<T>, 
 template <typename Chunk, typename Visit>
 __device__ __forceinline__ void for_each_held_key(const Chunk& held, Visit&& visit) {
   held.for_each_group([&](const auto& group) { visit_keys(group, held.segment.first_index, visit); });
+}
+
+/// Visits every held key at or above `prefix`. (Comparing the values first, as the SharedChunk
+/// overload does, pushed the kernels holding 32 elements a thread in registers past 128
+/// registers; forming the index from 32 bits rather than a 64-bit offset a vector measured no
+/// faster.)
+template <typename Chunk, typename Visit>
+__device__ __forceinline__ void for_each_held_key_at_least(const Chunk& held, TopkKey prefix, Visit&& visit) {
+  for_each_held_key(held, [&](TopkKey key) {
+    if (key >= prefix) visit(key);
+  });
+}
+
+/// The same for a chunk in shared memory: its 33-64 elements a thread make the scan
+/// instruction-bound, so an element forms its key only once its value reaches the prefix's (a
+/// necessary condition: key_threshold), a few percent of them.
+template <typename T, typename Visit>
+__device__ __forceinline__ void for_each_held_key_at_least(const SharedChunk<T>& held, TopkKey prefix, Visit&& visit) {
+  const float floor = key_threshold(prefix);
+  held.for_each_group([&](const auto& group) {
+    visit_elements(group, held.segment.first_index, [&](float x, int64_t index) {
+      if (x >= floor) {
+        const TopkKey key = make_key(x, index);
+        if (key >= prefix) visit(key);
+      }
+    });
+  });
 }
 
 /// CTA `rank`'s chunk of `row`: plan.chunk_length tokens from rank x chunk_length, clipped to V
@@ -614,7 +613,7 @@ template <typename Chunk>
 __device__ __forceinline__ void send_candidates(const Chunk& held, TopkKey prefix, unsigned* count, TopkKey* keys) {
   // The decision bounded the cluster's count by kGatherCapacity.
   append_keys_at_least(
-      prefix, [&](auto&& visit) { held.for_each_key_at_least(prefix, visit); }, count, keys, kGatherCapacity);
+      prefix, [&](auto&& visit) { for_each_held_key_at_least(held, prefix, visit); }, count, keys, kGatherCapacity);
 }
 
 /// Step 4 for few candidates (plan.leader_sort_max): every CTA sends its keys at or above the
