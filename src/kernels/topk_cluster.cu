@@ -19,13 +19,16 @@
 //     are unique: a radix select over the cluster, taken only when winners tie or crowd a bin.
 //  4. Few candidates (at most 256: K <= ~100 with logits), or a batch of more than one wave of
 //     clusters: every CTA sends its keys at or above the threshold to the leader, and after a
-//     third barrier the leader sorts and writes them (finish_at_leader). More (K = 256 and
-//     1024): every CTA sorts its own; after a third barrier every CTA copies every CTA's sorted
-//     run (one DSMEM round trip), ranks an equal share of the row's candidates by binary
-//     searches in the runs, and writes those ranked below K; a last barrier keeps each CTA's
-//     run until every CTA has copied it (finish_across_cluster). One CTA sorting ~1100 keys at
-//     K = 1024 was the long pole of the leader's form (the reason it stopped at K = 256
-//     before); a CTA's share is ~1/16 of them.
+//     third barrier the leader sorts and writes them (finish_at_leader). More than 512 settled
+//     at the first level (K = 1024): the leader's walk also cuts them into one range of keys a
+//     CTA, every CTA sends each key to the CTA owning its range, and after a third barrier each
+//     sorts its bucket and writes it at the bucket's place in the row (finish_in_buckets).
+//     Otherwise (K = 256, or ties past the first level): every CTA sorts its own; after a third
+//     barrier every CTA copies every CTA's sorted run (one DSMEM round trip), ranks an equal
+//     share of the row's candidates by binary searches in the runs, and writes those ranked
+//     below K; a last barrier keeps each CTA's run until every CTA has copied it
+//     (finish_across_cluster). One CTA sorting ~1100 keys at K = 1024 was the long pole of the
+//     leader's form (the reason it stopped at K = 256 before); a CTA's share is ~1/16 of them.
 // Three or four cluster barriers (two more a further level) and no workspace: nothing to zero,
 // nothing to launch in between. Each DSMEM round trip is ~200 ns, so every remote read a step
 // needs is issued before any is used. K = 1 (greedy decoding) needs no threshold and takes a
@@ -129,6 +132,20 @@ static_assert(kGatherCapacity % kClusterThreads == 0, "copy_runs copies whole ro
 /// us in two launches -> 14.10).
 constexpr unsigned kLeaderSortMaxCandidates = 256;
 
+/// Past this many candidates, where the threshold came at the first level, the cluster sorts
+/// them in buckets (finish_in_buckets): K = 1024 on rows 1-8 of 32000-256000 1.03-1.08x against
+/// ranking them across the cluster. At K = 256 (~350 candidates) the buckets ran 0.95-0.96x on
+/// rows of 32000 (H200, one run each), so those rows keep the ranking.
+constexpr unsigned kBucketSortMinCandidates = 512;
+
+/// Whether a row's `candidates`, settled at the first level or not, are sorted in buckets by a
+/// kernel built with the bucket sort (kBucketSort: for K > kLeaderSortMaxCandidates only, so
+/// that the kernels for smaller K hold none of its code).
+template <bool kBucketSort>
+__device__ __forceinline__ bool sorts_in_buckets(unsigned candidates, bool first_level, unsigned leader_sort_max) {
+  return kBucketSort && first_level && candidates > leader_sort_max && candidates > kBucketSortMinCandidates;
+}
+
 /// Past this K, `automatic` takes the cluster form only where the batch runs in one wave of
 /// clusters (cluster_plan_for).
 constexpr int32_t kMultiWaveClusterMaxK = 256;
@@ -162,6 +179,21 @@ struct ClusterShared {
   /// no send can come before it, hence outside the counts' union.
   unsigned gathered;
   unsigned run_lengths[kLargeCluster];  ///< every CTA's candidate count, written into every CTA
+  /// The leader's last walk step, written into every CTA where the row's winners are sorted in
+  /// buckets (finish_in_buckets): the counts of bins walk_top - lane, and the keys in the bins
+  /// above them.
+  unsigned walk_counts[32];
+  int walk_top;
+  unsigned walk_above;
+  /// The values (ordered bits) that cut the row's candidates into one bucket a CTA, largest keys
+  /// first (bucket_of); zero past the cluster's last boundary, so that those slots count for no key.
+  alignas(16) uint32_t splitters[kLargeCluster];
+  /// This CTA's keys at or above the threshold (staged in candidates.row), how many of them each
+  /// bucket takes, then where they start in its owner's candidates.keys.
+  unsigned staged;
+  unsigned bucket_sizes[kLargeCluster];
+  unsigned bucket_starts[kLargeCluster];
+  unsigned bucket_offset;  ///< candidates in the buckets before this CTA's
 };
 
 /// The unaligned head and tail of a CTA's chunk: one scalar a thread, held in a register.
@@ -236,7 +268,10 @@ __device__ __forceinline__ void copy_vector_async(RawVector* to_shared, const Ra
 
 /// The kernel's dynamic shared memory (plan.shared_bytes), where a SharedChunk lives.
 __device__ __forceinline__ RawVector* dynamic_shared_vectors() {
-  extern __shared__ RawVector dynamic_shared[];
+  // 128-byte aligned, so that a warp's 32 vectors are 4 shared-memory wavefronts, not 5: the
+  // static ClusterShared ends at no such boundary, and 208 bytes more of it took 8 x 256000 f32
+  // K = 50 (9 CTAs, chunks in shared memory) from 12.03 to 13.21 us; aligned, 11.99 (H200).
+  extern __shared__ __align__(128) RawVector dynamic_shared[];
   return dynamic_shared;
 }
 
@@ -388,13 +423,57 @@ struct WalkResult {
   unsigned in_bin;  ///< keys in cut.bin
 };
 
+/// Value bits below a level-0 bin: bin b holds the values (ordered bits) [b, b + 1) << kBinValueBits.
+constexpr int kBinValueBits = 32 - kBinBits;
+
+/// Lane l's splitter between buckets l and l + 1 of `ranks` (one warp): about (l + 1) / ranks of
+/// the row's `total` candidates lie at or above it. From the leader's last walk step, where bin
+/// top - l held `count` keys and `cumulative` lie at or above its floor (`above` of them in the
+/// bins of earlier steps): the bin where the (l + 1)-th share ends, cut in proportion inside it,
+/// as if its keys were spread evenly over its values. Only the buckets' balance rests on this,
+/// never the answer: whatever splitters the CTAs share, the buckets are ranges of keys.
+__device__ uint32_t bucket_splitter(unsigned ranks, unsigned total, unsigned above, unsigned cumulative,
+                                    unsigned count, int top) {
+  const unsigned lane = threadIdx.x % 32;
+  const unsigned target = (lane + 1) * total / ranks;
+  int below = -1;  // the last lane whose bins hold fewer than `target` keys: a binary search over the lanes
+  for (int step = 16; step > 0; step /= 2) {
+    const unsigned reached = __shfl_sync(0xffffffffu, cumulative, below + step);
+    if (reached < target) below += step;
+  }
+  const int last = below + 1;
+  const unsigned reached = __shfl_sync(0xffffffffu, cumulative, last);
+  const unsigned in_bin = __shfl_sync(0xffffffffu, count, last);
+  const auto bin_end = [](int bin) {
+    return static_cast<uint32_t>(min((static_cast<uint64_t>(bin) + 1) << kBinValueBits, uint64_t{0xFFFFFFFFu}));
+  };
+  if (target <= above) return bin_end(top);  // the share ends in an earlier step's bins
+  const float share = __fdividef(static_cast<float>(target - (reached - in_bin)), static_cast<float>(in_bin));
+  return bin_end(top - last) - static_cast<uint32_t>(share * static_cast<float>(1u << kBinValueBits));
+}
+
+/// The bucket of `key`: how many splitters lie above its value. Each term falls as the key
+/// grows, so the buckets are ranges of keys, the largest in bucket 0, whatever the splitters.
+__device__ __forceinline__ unsigned bucket_of(const ClusterShared& s, TopkKey key) {
+  const auto value = static_cast<uint32_t>(key >> 32);
+  unsigned bucket = 0;
+#pragma unroll
+  for (int i = 0; i < kLargeCluster; i += 4) {
+    const uint4 cut = *reinterpret_cast<const uint4*>(&s.splitters[i]);
+    bucket += (value < cut.x) + (value < cut.y) + (value < cut.z) + (value < cut.w);
+  }
+  return bucket;
+}
+
 /// Level 0 (warp 0 of the leader): the bin of the k-th largest key, walking the cluster's
 /// counts down from the bin of the row's maximum, 32 bins a step (lane l reads bin top - l of
 /// every CTA: one remote round trip a step). Logits put the K-th key within a few bins of the
 /// maximum's, so this is one step where a full scan reads 4096 bins of every CTA; a row whose
 /// maximum sits far above the rest (+inf) walks further. A NaN row (NaN keys lie outside the
 /// walk) is reported before it.
-__device__ WalkResult walk_from_max(const cg::cluster_group& cluster, ClusterShared& s, unsigned k) {
+template <bool kBucketSort>
+__device__ WalkResult walk_from_max(const cg::cluster_group& cluster, ClusterShared& s, unsigned k,
+                                    unsigned leader_sort_max) {
   SoftmaxState states[kStatesPerLane];
   gather_per_warp(cluster, s.warp_states, states, empty_state());
   float m = states[0].max;
@@ -416,6 +495,16 @@ __device__ WalkResult walk_from_max(const cg::cluster_group& cluster, ClusterSha
     if (reached != 0) {
       const int first = __ffs(reached) - 1;
       const BinThreshold cut{static_cast<unsigned>(top - first), above + __shfl_sync(0xffffffffu, inclusive, first)};
+      if (sorts_in_buckets<kBucketSort>(cut.at_or_above, cut.at_or_above <= kGatherCapacity, leader_sort_max)) {
+        for (unsigned r = 0; r < cluster.num_blocks(); ++r) {
+          ClusterShared& to = *cluster.map_shared_rank(&s, r);
+          to.walk_counts[lane] = count;
+          if (lane == 0) {
+            to.walk_top = top;
+            to.walk_above = above;
+          }
+        }
+      }
       return {false, cut, __shfl_sync(0xffffffffu, count, first)};
     }
     above += __shfl_sync(0xffffffffu, inclusive, 31);
@@ -434,7 +523,9 @@ __device__ BinThreshold pull_and_scan(const cg::cluster_group& cluster, ClusterS
 /// The leader's step (the whole leader CTA, after the barrier that made every count visible):
 /// find the digit of the remaining-th largest matching key, then fix the threshold or go one
 /// level down. Writes the decision into every CTA.
-__device__ void decide(const cg::cluster_group& cluster, ClusterShared& s, const LevelDecision& current, float k_exp) {
+template <bool kBucketSort>
+__device__ void decide(const cg::cluster_group& cluster, ClusterShared& s, const LevelDecision& current, float k_exp,
+                       unsigned leader_sort_max) {
   LevelDecision next = current;
   if (current.level == 0) {
     if (threadIdx.x >= 32) {
@@ -445,7 +536,7 @@ __device__ void decide(const cg::cluster_group& cluster, ClusterShared& s, const
       }
       return;  // warp 0 walks, and writes the decision
     }
-    const WalkResult walk = walk_from_max(cluster, s, current.remaining);
+    const WalkResult walk = walk_from_max<kBucketSort>(cluster, s, current.remaining, leader_sort_max);
     next.nan_row = walk.nan_row;
     next.prefix = bin_floor_key(walk.cut.bin);
     next.decided = TopkKey{kBins - 1} << digit_shift(0);
@@ -658,9 +749,83 @@ __device__ void finish_across_cluster(const cg::cluster_group& cluster, ClusterS
   cluster.barrier_wait(std::move(copied));  // no CTA exits while another still copies its run
 }
 
+/// Step 4 for more candidates, where the threshold came at the first level: every CTA sends its
+/// keys at or above it to the CTA whose bucket holds them (bucket_of: the leader's splitters cut
+/// the row's candidates into one range of keys a CTA), sorts what it received, and writes it at
+/// its bucket's offset in the row, the candidates of the buckets before it.
+template <typename Chunk>
+__device__ void finish_in_buckets(const cg::cluster_group& cluster, ClusterShared& s, const Chunk& held,
+                                  const LevelDecision& decision, const TopkProblem& problem, int64_t row) {
+  ClusterCandidates& candidates = s.candidates;
+  const unsigned ranks = cluster.num_blocks();
+  if (threadIdx.x < 32) {  // the splitters, from the leader's walk step (the same bits in every CTA)
+    const unsigned count = s.walk_counts[threadIdx.x];
+    const uint32_t splitter = bucket_splitter(ranks, decision.candidates, s.walk_above,
+                                              s.walk_above + warp_inclusive_sum(count), count, s.walk_top);
+    if (threadIdx.x < kLargeCluster) s.splitters[threadIdx.x] = threadIdx.x + 1 < ranks ? splitter : 0u;
+  }
+  // The keys are staged here first, then one remote atomic a bucket claims their room in its
+  // owner: a remote atomic a key, serialised on each owner's counter, cost ~1.4 us at K = 1024
+  // (H200).
+  send_candidates(held, decision.prefix, &s.staged, candidates.row);
+  __syncthreads();
+  const unsigned staged = min(s.staged, kGatherCapacity);
+  constexpr int kStagedPerThread = kGatherCapacity / kClusterThreads;
+  TopkKey keys[kStagedPerThread];
+  unsigned places[kStagedPerThread];  // bucket << 16 | slot in this CTA's part of the bucket
+#pragma unroll
+  for (int i = 0; i < kStagedPerThread; ++i) {
+    const unsigned j = threadIdx.x + i * kClusterThreads;
+    if (j < staged) {
+      keys[i] = candidates.row[j];
+      const unsigned bucket = bucket_of(s, keys[i]);
+      places[i] = bucket << 16 | atomicAdd(&s.bucket_sizes[bucket], 1u);
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < ranks && s.bucket_sizes[threadIdx.x] != 0)
+    s.bucket_starts[threadIdx.x] = atomicAdd(cluster.map_shared_rank(&s.gathered, threadIdx.x), s.bucket_sizes[threadIdx.x]);
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < kStagedPerThread; ++i) {
+    const unsigned j = threadIdx.x + i * kClusterThreads;
+    if (j < staged) {
+      const unsigned bucket = places[i] >> 16;
+      const unsigned slot = s.bucket_starts[bucket] + (places[i] & 0xFFFFu);
+      if (slot < kGatherCapacity) cluster.map_shared_rank(candidates.keys, bucket)[slot] = keys[i];
+    }
+  }
+  cluster.sync();  // every key in its bucket
+  // The offset and the row's normalizer: one remote round trip, taken by the last warp, which
+  // has no part in the sort of a bucket of up to 512 keys.
+  if (threadIdx.x >= kClusterThreads - 32) {
+    const unsigned lane = threadIdx.x % 32;
+    const unsigned rank = cluster.block_rank();
+    const unsigned before = lane < rank ? *cluster.map_shared_rank(&s.gathered, lane) : 0u;
+    const bool copies_state = lane == 31 && rank != 0;
+    Normalizer row_normalizer{};
+    if (copies_state) row_normalizer = *cluster.map_shared_rank(&s.row_normalizer, 0);
+    const unsigned offset = warp_sum(before);
+    if (lane == 0) s.bucket_offset = offset;
+    if (copies_state) s.row_normalizer = row_normalizer;
+  }
+  auto read = cluster.barrier_arrive();  // this thread reads no other CTA's shared memory after this
+  const unsigned count = min(s.gathered, kGatherCapacity);
+  const TopkKey* sorted = block_sort_descending<kClusterThreads>(candidates.keys, count, candidates.ranked);
+  const unsigned offset = s.bucket_offset;
+  const Normalizer normalizer = s.row_normalizer;
+  float* probs = problem.probs + row * problem.k;
+  int32_t* indices = problem.indices + row * problem.k;
+  for (unsigned j = threadIdx.x; j < count && offset + j < static_cast<unsigned>(problem.k); j += kClusterThreads)
+    write_topk_entry(sorted[j], normalizer, problem.log_probs, probs + offset + j, indices + offset + j);
+  if (cluster.block_rank() == 0) write_row_status(problem, row, normalizer);
+  cluster.barrier_wait(std::move(read));  // no CTA exits while another still reads its count
+}
+
 #endif  // sm_90+
 
-template <typename T, int kVectors>
+/// Steps 1-4 for K > 1. kBucketSort: built with finish_in_buckets, for K > kLeaderSortMaxCandidates.
+template <typename T, int kVectors, bool kBucketSort>
 __global__ void __launch_bounds__(kClusterThreads, 1)
     topk_cluster_kernel(TopkProblem problem, ClusterTopkPlan plan) {
 #if __CUDA_ARCH__ >= 900
@@ -675,7 +840,8 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   const HeldChunk<T, kVectors> held = hold_chunk<T, kVectors>(problem, plan, row, rank);
 
   s.counting.local.clear();
-  if (threadIdx.x == 0) s.gathered = 0;
+  if (threadIdx.x == 0) s.gathered = s.staged = 0;
+  if (kBucketSort && threadIdx.x < kLargeCluster) s.bucket_sizes[threadIdx.x] = 0;
   __syncthreads();  // counters zeroed before the adds (and before the first cluster barrier)
   held.land();
 
@@ -693,7 +859,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   decision.remaining = k;
   for (;;) {
     cluster.sync();  // every count and warp state of the cluster visible
-    if (leader) decide(cluster, s, decision, problem.k_exp);
+    if (leader) decide<kBucketSort>(cluster, s, decision, problem.k_exp, plan.leader_sort_max);
     cluster.sync();  // the decision in every CTA; the counts no longer read
     decision = s.decision;
     if (decision.done) break;
@@ -715,6 +881,8 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
 
   if (decision.candidates <= plan.leader_sort_max)
     finish_at_leader(cluster, s, held, decision, problem, row);
+  else if (sorts_in_buckets<kBucketSort>(decision.candidates, decision.level == 0, plan.leader_sort_max))
+    finish_in_buckets(cluster, s, held, decision, problem, row);
   else
     finish_across_cluster(cluster, s, held, decision, problem, row);
 #endif
@@ -793,9 +961,11 @@ void for_each_cluster_kernel(F&& f) {
   for (DType dtype : {DType::f32, DType::f16, DType::bf16})
     with_input_type(dtype, [&](auto in) {
       using T = typename decltype(in)::type;
-      f(topk_cluster_kernel<T, kHeldInShared>, true);
+      f(topk_cluster_kernel<T, kHeldInShared, false>, true);
+      f(topk_cluster_kernel<T, kHeldInShared, true>, true);
       const auto in_registers = [&](auto vectors) {
-        f(topk_cluster_kernel<T, decltype(vectors)::value>, false);
+        f(topk_cluster_kernel<T, decltype(vectors)::value, false>, false);
+        f(topk_cluster_kernel<T, decltype(vectors)::value, true>, false);
         f(topk_cluster_argmax_kernel<T, decltype(vectors)::value>, false);
       };
       in_registers(std::integral_constant<int, 2>{});
@@ -853,7 +1023,7 @@ const ClusterLimits& cluster_limits(const DeviceInfo& device) {
   return cached_per_device<ClusterLimits>([&](int) {
     ClusterLimits limits{};
     cudaFuncAttributes top_k{};
-    SOFTK_CUDA_CHECK(cudaFuncGetAttributes(&top_k, topk_cluster_kernel<float, kHeldInShared>));
+    SOFTK_CUDA_CHECK(cudaFuncGetAttributes(&top_k, topk_cluster_kernel<float, kHeldInShared, false>));
     const auto per_block = static_cast<std::size_t>(device.max_shared_memory_per_block);
     const std::size_t beside = per_block > top_k.sharedSizeBytes ? per_block - top_k.sharedSizeBytes : 0;
     limits.shared_chunk_bytes = std::min(kMaxSharedChunkBytes, beside / 16 * 16);
@@ -864,7 +1034,7 @@ const ClusterLimits& cluster_limits(const DeviceInfo& device) {
                                               static_cast<int>(limits.shared_chunk_bytes)));
     });
     for (int ctas = 1; ctas <= kLargeCluster; ++ctas) {
-      limits.resident[ctas] = resident_clusters(topk_cluster_kernel<float, kMaxHeldVectors>, ctas);
+      limits.resident[ctas] = resident_clusters(topk_cluster_kernel<float, kMaxHeldVectors, false>, ctas);
       limits.resident_argmax[ctas] = resident_clusters(topk_cluster_argmax_kernel<float, kMaxHeldVectors>, ctas);
     }
     limits.max_ctas = limits.resident[kLargeCluster] > 0 ? kLargeCluster
@@ -980,12 +1150,14 @@ void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, c
     using T = typename decltype(in)::type;
     with_held_vectors(plan.held_vectors, [&](auto vectors) {
       constexpr int kVectors = decltype(vectors)::value;
-      if constexpr (kVectors == kHeldInShared)
-        cluster(topk_cluster_kernel<T, kVectors>, problem, plan);  // K > 1: cluster_plan_for
+      if (problem.k > static_cast<int32_t>(kLeaderSortMaxCandidates))
+        cluster(topk_cluster_kernel<T, kVectors, true>, problem, plan);
+      else if constexpr (kVectors == kHeldInShared)
+        cluster(topk_cluster_kernel<T, kVectors, false>, problem, plan);  // K > 1: cluster_plan_for
       else if (problem.k == 1)
         cluster(topk_cluster_argmax_kernel<T, kVectors>, problem, plan);
       else
-        cluster(topk_cluster_kernel<T, kVectors>, problem, plan);
+        cluster(topk_cluster_kernel<T, kVectors, false>, problem, plan);
     });
   });
 }
