@@ -809,7 +809,6 @@ __device__ void finish_in_buckets(const cg::cluster_group& cluster, ClusterShare
     if (lane == 0) s.bucket_offset = offset;
     if (copies_state) s.row_normalizer = row_normalizer;
   }
-  auto read = cluster.barrier_arrive();  // this thread reads no other CTA's shared memory after this
   const unsigned count = min(s.gathered, kGatherCapacity);
   const TopkKey* sorted = block_sort_descending<kClusterThreads>(candidates.keys, count, candidates.ranked);
   const unsigned offset = s.bucket_offset;
@@ -819,7 +818,10 @@ __device__ void finish_in_buckets(const cg::cluster_group& cluster, ClusterShare
   for (unsigned j = threadIdx.x; j < count && offset + j < static_cast<unsigned>(problem.k); j += kClusterThreads)
     write_topk_entry(sorted[j], normalizer, problem.log_probs, probs + offset + j, indices + offset + j);
   if (cluster.block_rank() == 0) write_row_status(problem, row, normalizer);
-  cluster.barrier_wait(std::move(read));  // no CTA exits while another still reads its count
+  // No CTA exits while another may still read its count. (A split arrive before the sort, as in
+  // finish_across_cluster, had compute-sanitizer racecheck report the remote key stores against
+  // the sort's reads, ordered though they are by the barrier before it.)
+  cluster.sync();
 }
 
 #endif  // sm_90+
