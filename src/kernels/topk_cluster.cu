@@ -122,7 +122,10 @@ constexpr int kWarps = kClusterThreads / 32;
 /// kMaxFastTopK, so that K = 1024 is settled at the first level wherever the threshold bin holds
 /// up to 1024 more keys: ~500 at 128256 fp32 logits).
 constexpr unsigned kGatherCapacity = 2 * kMaxFastTopK;
-static_assert(kGatherCapacity % kClusterThreads == 0, "copy_runs copies whole rounds of the block");
+/// Candidates a thread holds when the block takes all it may gather in registers, whole rounds
+/// of the block (copy_runs, finish_in_buckets).
+constexpr int kGatheredPerThread = kGatherCapacity / kClusterThreads;
+static_assert(kGatherCapacity % kClusterThreads == 0, "whole rounds of the block");
 
 /// In a one-wave batch of clusters of 2 or more CTAs, up to this many candidates the leader sorts
 /// them alone (finish_at_leader); more are ranked across the cluster (finish_across_cluster),
@@ -582,10 +585,9 @@ __device__ void copy_runs(const cg::cluster_group& cluster, ClusterShared& s) {
   }
   __syncthreads();
   const unsigned total = c.run_begin[ranks];
-  constexpr int kCopiesPerThread = kGatherCapacity / kClusterThreads;
-  TopkKey copied[kCopiesPerThread];
+  TopkKey copied[kGatheredPerThread];
 #pragma unroll
-  for (int i = 0; i < kCopiesPerThread; ++i) {
+  for (int i = 0; i < kGatheredPerThread; ++i) {
     const unsigned j = threadIdx.x + i * kClusterThreads;
     if (j < total) {
       unsigned r = 0;  // the run holding slot j (empty runs are skipped: their end is their begin)
@@ -597,7 +599,7 @@ __device__ void copy_runs(const cg::cluster_group& cluster, ClusterShared& s) {
   Normalizer row_normalizer{};
   if (copies_state) row_normalizer = *cluster.map_shared_rank(&s.row_normalizer, 0);
 #pragma unroll
-  for (int i = 0; i < kCopiesPerThread; ++i) {
+  for (int i = 0; i < kGatheredPerThread; ++i) {
     const unsigned j = threadIdx.x + i * kClusterThreads;
     if (j < total) c.row[j] = copied[i];
   }
@@ -770,11 +772,10 @@ __device__ void finish_in_buckets(const cg::cluster_group& cluster, ClusterShare
   send_candidates(held, decision.prefix, &s.staged, candidates.row);
   __syncthreads();
   const unsigned staged = min(s.staged, kGatherCapacity);
-  constexpr int kStagedPerThread = kGatherCapacity / kClusterThreads;
-  TopkKey keys[kStagedPerThread];
-  unsigned places[kStagedPerThread];  // bucket << 16 | slot in this CTA's part of the bucket
+  TopkKey keys[kGatheredPerThread];
+  unsigned places[kGatheredPerThread];  // bucket << 16 | slot in this CTA's part of the bucket
 #pragma unroll
-  for (int i = 0; i < kStagedPerThread; ++i) {
+  for (int i = 0; i < kGatheredPerThread; ++i) {
     const unsigned j = threadIdx.x + i * kClusterThreads;
     if (j < staged) {
       keys[i] = candidates.row[j];
@@ -787,7 +788,7 @@ __device__ void finish_in_buckets(const cg::cluster_group& cluster, ClusterShare
     s.bucket_starts[threadIdx.x] = atomicAdd(cluster.map_shared_rank(&s.gathered, threadIdx.x), s.bucket_sizes[threadIdx.x]);
   __syncthreads();
 #pragma unroll
-  for (int i = 0; i < kStagedPerThread; ++i) {
+  for (int i = 0; i < kGatheredPerThread; ++i) {
     const unsigned j = threadIdx.x + i * kClusterThreads;
     if (j < staged) {
       const unsigned bucket = places[i] >> 16;

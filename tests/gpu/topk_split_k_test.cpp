@@ -223,7 +223,8 @@ std::vector<TopkCase> batch_cases() {
   }
   // Chunks held in shared memory send their candidates by comparing values first (SharedChunk in
   // topk_cluster.cu): every distribution through it (8 rows of 200003 f32: 9-CTA clusters of ~43
-  // tokens a thread on an H200), and K = 1024 ranked across such clusters, fp32 and bf16.
+  // tokens a thread on an H200), and K = 1024 across such clusters (sorted in buckets since
+  // 6656784), fp32 and bf16.
   for (Dist d : kAllDists)
     if (d != Dist::llm_like) add(out, DType::f32, 200003, 8, 50, d);  // llm_like: above
   add(out, DType::f32, 200003, 8, 1024, Dist::llm_like);
