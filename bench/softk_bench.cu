@@ -569,7 +569,7 @@ void register_softmax() {
   std::vector<std::pair<int64_t, int64_t>> shapes;  // (rows, V)
   // The seed document's table.
   shapes.emplace_back(128, 1024);
-  for (int64_t v : {1024, 2048, 4096, 8192}) shapes.emplace_back(2048, v);
+  for (int64_t v : {1024, 2048, 4096, 6144, 8192}) shapes.emplace_back(2048, v);
   for (int64_t v = 16384; v <= 33554432; v *= 2) shapes.emplace_back(4, v);
   // Decode shapes.
   for (int64_t r : {1, 8, 64, 256})

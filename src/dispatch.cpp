@@ -1,5 +1,7 @@
 #include "dispatch.hpp"
 
+#include <algorithm>
+
 #include "kernels/softmax_launch.hpp"
 #include "kernels/topk_launch.hpp"
 
@@ -11,14 +13,20 @@ namespace softk::detail {
 //  - below ~24K columns a row is too short to repay split-k's second launch (4 x 16K: two-pass);
 //  - the register kernel wins only while a row fits 256 threads x 6 vectors and there are
 //    enough rows to fill the GPU (2048 x 4K f32: 21.5 us vs 23 two-pass; 128 x 1K: two-pass;
-//    2048 x 8K f32, past its capacity: two-pass 38 us vs 50 for the old 512-thread tier);
+//    2048 x 8K f32, past its capacity: two-pass 38 us vs 50 for the old 512-thread tier), and
+//    only up to kRegisterMaxElements: 2048 x 8K bf16 fits its 16-bit capacity (12288) but ran
+//    two-pass in 45.8 us vs 49.3 (H200) and 50.4 vs 58.9 (H100);
 //  - everything else is two-pass; the register + shared-memory tier never won a measured shape
 //    (256 x 128256 bf16: 137 us vs 103 two-pass), so auto does not choose it.
+/// The longest row the register kernel takes under `automatic`, in any dtype: fp32's capacity.
+constexpr int64_t kRegisterMaxElements = 6144;
+
 SoftmaxAlgorithm choose_softmax_algorithm(int64_t rows, int64_t vocab, DType dtype, const DeviceInfo& device) {
   const bool few_rows = rows * 8 <= device.sm_count;
   if (few_rows && vocab >= 24576) return SoftmaxAlgorithm::split_k;
   const bool many_rows = rows >= int64_t{2} * device.sm_count;
-  if (many_rows && vocab <= kernels::register_capacity(dtype)) return SoftmaxAlgorithm::register_resident;
+  if (many_rows && vocab <= std::min(kernels::register_capacity(dtype), kRegisterMaxElements))
+    return SoftmaxAlgorithm::register_resident;
   return SoftmaxAlgorithm::two_pass;
 }
 

@@ -1,6 +1,6 @@
-// The dispatcher's short-row gate (dispatch.cpp, warp_rows_pay) at its boundaries, on a described
-// device: no GPU needed. The rule's measurements are in bench/RESULTS.md ("Bound-and-list warp
-// per row").
+// The dispatcher's rules at their boundaries, on a described device: no GPU needed. The short-row
+// gate (warp_rows_pay) is measured in bench/RESULTS.md ("Bound-and-list warp per row"), the
+// softmax register kernel's row limit in "Softmax dispatch".
 #include <gtest/gtest.h>
 
 #include "dispatch.hpp"
@@ -8,6 +8,8 @@
 namespace {
 
 using softk::DType;
+using softk::SoftmaxAlgorithm;
+using softk::detail::choose_softmax_algorithm;
 using softk::detail::warp_rows_pay;
 
 const softk::DeviceInfo kH100{132, 227 * 1024, 50 * 1024 * 1024, 9};
@@ -27,6 +29,17 @@ TEST(WarpRowsPay, WithinOneWaveOnlyRowsAsQuickAsABlocks) {
   EXPECT_TRUE(warp_rows_pay(8, 4096, DType::bf16, 1, kH100));
   EXPECT_TRUE(warp_rows_pay(8, 4096, DType::f16, 1, kH100));
   EXPECT_FALSE(warp_rows_pay(8, 2049, DType::f32, 2, kH100));
+}
+
+TEST(SoftmaxDispatch, RegisterKernelOnlyForManyRowsOfAtMost6144Tokens) {
+  EXPECT_EQ(choose_softmax_algorithm(2048, 6144, DType::f32, kH100), SoftmaxAlgorithm::register_resident);
+  EXPECT_EQ(choose_softmax_algorithm(2048, 6144, DType::bf16, kH100), SoftmaxAlgorithm::register_resident);
+  // 16-bit rows past it fit the register kernel, but two-pass measured faster there.
+  EXPECT_EQ(choose_softmax_algorithm(2048, 6145, DType::bf16, kH100), SoftmaxAlgorithm::two_pass);
+  EXPECT_EQ(choose_softmax_algorithm(2048, 8192, DType::f16, kH100), SoftmaxAlgorithm::two_pass);
+  EXPECT_EQ(choose_softmax_algorithm(2048, 6145, DType::f32, kH100), SoftmaxAlgorithm::two_pass);
+  // Too few rows to fill the GPU: two-pass at any length.
+  EXPECT_EQ(choose_softmax_algorithm(263, 4096, DType::f32, kH100), SoftmaxAlgorithm::two_pass);
 }
 
 }  // namespace
