@@ -10,7 +10,8 @@ namespace softk {
 /// How a softmax row is computed. `automatic` lets the dispatcher choose from measured
 /// crossovers (bench/RESULTS.md); the others force one algorithm, for tests and benchmarks.
 ///  - register_resident: one read of the row, cached in registers (V up to 6144 fp32, 12288
-///                       fp16/bf16).
+///                       fp16/bf16; automatic takes it up to 6144 in any dtype, past which
+///                       two_pass measured faster).
 ///  - shared_memory:     one read, cached in registers + dynamic shared memory (V up to ~72K
 ///                       fp32, ~144K fp16/bf16 on Hopper). Forced only: it lost to two_pass at
 ///                       every measured shape, so automatic never picks it.
