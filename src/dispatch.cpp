@@ -14,8 +14,9 @@ namespace softk::detail {
 //  - the register kernel wins only while a row fits 256 threads x 6 vectors and there are
 //    enough rows to fill the GPU (2048 x 4K f32: 21.5 us vs 23 two-pass; 128 x 1K: two-pass;
 //    2048 x 8K f32, past its capacity: two-pass 38 us vs 50 for the old 512-thread tier), and
-//    only up to kRegisterMaxElements: 2048 x 8K bf16 fits its 16-bit capacity (12288) but ran
-//    two-pass in 45.8 us vs 49.3 (H200) and 50.4 vs 58.9 (H100);
+//    only up to kRegisterMaxElements in any dtype: at 2048 x 6144 bf16 it still won (36.5 us vs
+//    41.7 two-pass, H200), but 2048 x 8K bf16, inside its 16-bit capacity (12288), ran two-pass
+//    in 45.8 us vs 49.5 (H200) and 50.4 vs 58.7 (H100); lengths between are unmeasured;
 //  - everything else is two-pass; the register + shared-memory tier never won a measured shape
 //    (256 x 128256 bf16: 137 us vs 103 two-pass), so auto does not choose it.
 /// The longest row the register kernel takes under `automatic`, in any dtype: fp32's capacity.

@@ -34,7 +34,7 @@ TEST(WarpRowsPay, WithinOneWaveOnlyRowsAsQuickAsABlocks) {
 TEST(SoftmaxDispatch, RegisterKernelOnlyForManyRowsOfAtMost6144Tokens) {
   EXPECT_EQ(choose_softmax_algorithm(2048, 6144, DType::f32, kH100), SoftmaxAlgorithm::register_resident);
   EXPECT_EQ(choose_softmax_algorithm(2048, 6144, DType::bf16, kH100), SoftmaxAlgorithm::register_resident);
-  // 16-bit rows past it fit the register kernel, but two-pass measured faster there.
+  // 16-bit rows past it still fit the register kernel, but two-pass measured faster at 8192.
   EXPECT_EQ(choose_softmax_algorithm(2048, 6145, DType::bf16, kH100), SoftmaxAlgorithm::two_pass);
   EXPECT_EQ(choose_softmax_algorithm(2048, 8192, DType::f16, kH100), SoftmaxAlgorithm::two_pass);
   EXPECT_EQ(choose_softmax_algorithm(2048, 6145, DType::f32, kH100), SoftmaxAlgorithm::two_pass);
