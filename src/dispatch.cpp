@@ -19,7 +19,8 @@ namespace softk::detail {
 //    in 45.8 us vs 49.5 (H200) and 50.4 vs 58.7 (H100); lengths between are unmeasured;
 //  - everything else is two-pass; the register + shared-memory tier never won a measured shape
 //    (256 x 128256 bf16: 137 us vs 103 two-pass), so auto does not choose it.
-/// The longest row the register kernel takes under `automatic`, in any dtype: fp32's capacity.
+/// The longest row the register kernel takes under `automatic`, in any dtype: a measured length
+/// (above), not a capacity, though it equals fp32's today; a wider tier would not move it.
 constexpr int64_t kRegisterMaxElements = 6144;
 
 SoftmaxAlgorithm choose_softmax_algorithm(int64_t rows, int64_t vocab, DType dtype, const DeviceInfo& device) {
