@@ -10,18 +10,21 @@
 //  1. Every CTA loads its chunk into registers (or shared memory: SharedChunk), folds it into
 //     one (m, d) a warp and counts its keys' top 12 bits (the 4096 bins of
 //     block_bin_threshold.cuh) in its shared memory.
-//  2. Cluster barrier. Warp 0 of the leader (rank 0) reads every warp's maximum, then walks the
-//     cluster's counts down from the maximum's bin, 32 bins a step, to the bin holding the
-//     row's K-th largest key (with logits, one step). Warp 1 merges the row's (m, d) meanwhile.
+//  2. Cluster barrier (one for shared memory alone: cluster_signal.cuh). Warp 0 of the leader
+//     (rank 0) reads every warp's maximum, then walks the cluster's counts down from the
+//     maximum's bin, 32 bins a step, to the bin holding the row's K-th largest key (with
+//     logits, one step), and mails its decision into every CTA (st.async, counted by an
+//     mbarrier there: each CTA waits for its own mail, not for a barrier). Warp 1 merges the
+//     row's (m, d) meanwhile.
 //  3. If the keys at or above that bin are at most kGatherCapacity, its floor is the
 //     threshold. Otherwise (ties, flat rows) every CTA counts the next 12 key bits of the keys
 //     in that bin, the leader sums and scans them, and so on down to the index bits, where keys
 //     are unique: a radix select over the cluster, taken only when winners tie or crowd a bin.
 //  4. Few candidates (at most 256: K <= ~100 with logits), or a batch of more than one wave of
 //     clusters: every CTA sends its keys at or above the threshold to the leader, and after a
-//     third barrier the leader sorts and writes them (finish_at_leader). More than 512 settled
+//     second barrier the leader sorts and writes them (finish_at_leader). More than 512 settled
 //     at the first level (K = 1024): the leader's walk also cuts them into one range of keys a
-//     CTA, every CTA sends each key to the CTA owning its range, and after a third barrier each
+//     CTA, every CTA sends each key to the CTA owning its range, and after a second barrier each
 //     sorts its bucket and writes it at the bucket's place in the row (finish_in_buckets).
 //     Otherwise (K = 256, or ties past the first level): every CTA sorts its own; after a third
 //     barrier every CTA copies every CTA's sorted run (one DSMEM round trip), ranks an equal
@@ -29,7 +32,7 @@
 //     below K; a last barrier keeps each CTA's run until every CTA has copied it
 //     (finish_across_cluster). One CTA sorting ~1100 keys at K = 1024 was the long pole of the
 //     leader's form (the reason it stopped at K = 256 before); a CTA's share is ~1/16 of them.
-// Three or four cluster barriers (two more a further level) and no workspace: nothing to zero,
+// Two or three cluster barriers (two more a further level) and no workspace: nothing to zero,
 // nothing to launch in between. Each DSMEM round trip is ~200 ns, so every remote read a step
 // needs is issued before any is used. K = 1 (greedy decoding) needs no threshold and takes a
 // kernel of its own: step 1 without the counts, then the leader merges every warp's largest key
@@ -44,6 +47,7 @@
 #include "cuda_check.hpp"
 #include "kernels/block_bin_threshold.cuh"
 #include "kernels/block_topk.cuh"
+#include "kernels/cluster_signal.cuh"
 #include "kernels/grid_dependency.cuh"
 #include "kernels/topk_launch.hpp"
 #include "kernels/type_dispatch.cuh"
@@ -65,7 +69,7 @@ constexpr int kMaxHeldVectors = 8;
 /// The held-vectors count of a plan whose chunks are held in shared memory instead (SharedChunk).
 constexpr int kHeldInShared = -1;
 /// The most a CTA holds in shared memory: 32768 fp32 (64 a thread; 8 CTAs of 256000 fp32 a row
-/// hold 32000), within the 227 KB of shared memory an sm_90 CTA may have, ClusterShared's 34 KB
+/// hold 32000), within the 227 KB of shared memory an sm_90 CTA may have, ClusterShared's 67 KB
 /// included.
 constexpr std::size_t kMaxSharedChunkBytes = 128 * 1024;
 /// CTAs are added to a row's cluster until each thread holds about kFinestElementsPerThread
@@ -99,13 +103,13 @@ struct ClusterTopkPlan {
   int ctas;                  ///< CTAs a row (the cluster size); 0: the row does not take this form
   int64_t chunk_length;      ///< elements a CTA (a multiple of 16: every chunk keeps the row's 16-byte phase)
   int held_vectors;          ///< 16-byte vectors a thread holds in registers (2, 4 or 8), or kHeldInShared
-  std::size_t shared_bytes;  ///< dynamic shared memory a CTA: its chunk where kHeldInShared, else 0
+  std::size_t shared_bytes;  ///< a CTA's chunk in shared memory where kHeldInShared, else 0 (after ClusterShared)
   unsigned leader_sort_max;  ///< the most candidates the leader sorts alone (finish_at_leader)
 };
 
 
-/// What the leader decided at one level, copied to every CTA of the cluster.
-struct LevelDecision {
+/// What the leader decided at one level, sent to every CTA of the cluster.
+struct alignas(16) LevelDecision {
   TopkKey prefix;       ///< the key bits fixed so far (bits outside `decided` are zero)
   TopkKey decided;      ///< mask of those bits
   unsigned remaining;   ///< winners still to find among the keys matching the prefix
@@ -117,6 +121,25 @@ struct LevelDecision {
 };
 
 constexpr int kWarps = kClusterThreads / 32;
+
+/// The leader's last walk step, for the splitters of finish_in_buckets: the counts of bins
+/// top - lane, and the keys in the bins above them.
+struct WalkStep {
+  unsigned counts[32];
+  int top;
+  unsigned above;
+};
+
+/// What the leader sends every CTA at each level: the decision, then (kernels built with the
+/// bucket sort) the walk step. Sent in 16-byte words, the decision's alone where there is no walk.
+struct alignas(16) DecisionMessage {
+  LevelDecision decision;
+  WalkStep walk;
+};
+
+template <bool kBucketSort>
+constexpr unsigned kDecisionBytes = kBucketSort ? sizeof(DecisionMessage) : sizeof(LevelDecision);
+static_assert(sizeof(LevelDecision) % 16 == 0 && sizeof(DecisionMessage) % 16 == 0, "whole 16-byte words");
 
 /// The cluster's keys at or above the threshold: at most this many (K plus part of a bin; twice
 /// kMaxFastTopK, so that K = 1024 is settled at the first level wherever the threshold bin holds
@@ -164,30 +187,28 @@ struct ClusterCandidates {
 };
 
 struct ClusterShared {
-  union {
-    struct {
-      BinHistogram<kClusterThreads> local;  ///< this CTA's counts at the current level
-      BinHistogram<kClusterThreads> total;  ///< the leader's: the cluster's counts (levels past the first)
-    } counting;
-    ClusterCandidates candidates;  ///< once the threshold is decided, the counts are never read again
-  };
+  struct {
+    BinHistogram<kClusterThreads> local;  ///< this CTA's counts at the current level
+    BinHistogram<kClusterThreads> total;  ///< the leader's: the cluster's counts (levels past the first)
+  } counting;
+  /// Never live at the same time as the counts, but not in a union with them: the leader's
+  /// remote reads of the counts come before any candidate is written only through the decision's
+  /// mailbox, an order compute-sanitizer's racecheck does not see. (The room is free: a CTA has
+  /// an SM to itself, its registers bounding it.)
+  ClusterCandidates candidates;
   SoftmaxState warp_states[kWarps];  ///< this CTA's (m, d), a state a warp
   /// The leader's: the row's (m, d), every warp state merged, in the form the writes take (copied
   /// where CTAs write). Formed by warp 1 during the walk (decide), off the path every CTA waits
   /// on, so that no CTA's writes wait on its division and logarithm.
   Normalizer row_normalizer;
-  LevelDecision decision;
+  /// Each level's decision as this CTA received it (the leader composes it here, then sends it).
+  DecisionMessage inbox;
+  ClusterMailbox decision_mail;  ///< counts the inbox's bytes (the leader's: its own arrival), a phase a level
   /// Keys sent to this CTA's `candidates.keys`: by every CTA to the leader in finish_at_leader,
   /// by the CTA itself in finish_across_cluster. Zeroed before the first cluster barrier, so that
-  /// no send can come before it, hence outside the counts' union.
+  /// no send can come before it.
   unsigned gathered;
   unsigned run_lengths[kLargeCluster];  ///< every CTA's candidate count, written into every CTA
-  /// The leader's last walk step, written into every CTA where the row's winners are sorted in
-  /// buckets (finish_in_buckets): the counts of bins walk_top - lane, and the keys in the bins
-  /// above them.
-  unsigned walk_counts[32];
-  int walk_top;
-  unsigned walk_above;
   /// The values (ordered bits) that cut the row's candidates into one bucket a CTA, largest keys
   /// first (bucket_of); zero past the cluster's last boundary, so that those slots count for no key.
   alignas(16) uint32_t splitters[kLargeCluster];
@@ -198,6 +219,11 @@ struct ClusterShared {
   unsigned bucket_starts[kLargeCluster];
   unsigned bucket_offset;  ///< candidates in the buckets before this CTA's
 };
+
+/// A top-k kernel's ClusterShared lies at the start of its dynamic shared memory (past the 48 KB
+/// that static shared memory may take), a SharedChunk's vectors after it.
+constexpr std::size_t kClusterSharedBytes = (sizeof(ClusterShared) + 127) / 128 * 128;
+static_assert(kClusterSharedBytes + kMaxSharedChunkBytes <= 227 * 1024, "a CTA's shared memory on sm_90");
 
 /// The unaligned head and tail of a CTA's chunk: one scalar a thread, held in a register.
 template <typename T>
@@ -269,13 +295,23 @@ __device__ __forceinline__ void copy_vector_async(RawVector* to_shared, const Ra
                : "memory");
 }
 
-/// The kernel's dynamic shared memory (plan.shared_bytes), where a SharedChunk lives.
+/// A top-k kernel's dynamic shared memory: its ClusterShared, then (plan.shared_bytes) a
+/// SharedChunk's vectors.
+__device__ __forceinline__ unsigned char* dynamic_shared() {
+  extern __shared__ __align__(128) unsigned char memory[];
+  return memory;
+}
+
+__device__ __forceinline__ ClusterShared& cluster_shared() {
+  return *reinterpret_cast<ClusterShared*>(dynamic_shared());
+}
+
+/// Past ClusterShared at a 128-byte boundary, so that a warp's 32 vectors are 4 shared-memory
+/// wavefronts, not 5 (208 bytes more of ClusterShared, when the chunk followed it unaligned,
+/// took 8 x 256000 f32 K = 50 (9 CTAs, chunks in shared memory) from 12.03 to 13.21 us;
+/// aligned, 11.99; H200).
 __device__ __forceinline__ RawVector* dynamic_shared_vectors() {
-  // 128-byte aligned, so that a warp's 32 vectors are 4 shared-memory wavefronts, not 5: the
-  // static ClusterShared ends at no such boundary, and 208 bytes more of it took 8 x 256000 f32
-  // K = 50 (9 CTAs, chunks in shared memory) from 12.03 to 13.21 us; aligned, 11.99 (H200).
-  extern __shared__ __align__(128) RawVector dynamic_shared[];
-  return dynamic_shared;
+  return reinterpret_cast<RawVector*>(dynamic_shared() + kClusterSharedBytes);
 }
 
 /// Vectors a thread reads from a SharedChunk before visiting any.
@@ -475,8 +511,7 @@ __device__ __forceinline__ unsigned bucket_of(const ClusterShared& s, TopkKey ke
 /// maximum sits far above the rest (+inf) walks further. A NaN row (NaN keys lie outside the
 /// walk) is reported before it.
 template <bool kBucketSort>
-__device__ WalkResult walk_from_max(const cg::cluster_group& cluster, ClusterShared& s, unsigned k,
-                                    unsigned leader_sort_max) {
+__device__ WalkResult walk_from_max(const cg::cluster_group& cluster, ClusterShared& s, unsigned k) {
   SoftmaxState states[kStatesPerLane];
   gather_per_warp(cluster, s.warp_states, states, empty_state());
   float m = states[0].max;
@@ -498,14 +533,11 @@ __device__ WalkResult walk_from_max(const cg::cluster_group& cluster, ClusterSha
     if (reached != 0) {
       const int first = __ffs(reached) - 1;
       const BinThreshold cut{static_cast<unsigned>(top - first), above + __shfl_sync(0xffffffffu, inclusive, first)};
-      if (sorts_in_buckets<kBucketSort>(cut.at_or_above, cut.at_or_above <= kGatherCapacity, leader_sort_max)) {
-        for (unsigned r = 0; r < cluster.num_blocks(); ++r) {
-          ClusterShared& to = *cluster.map_shared_rank(&s, r);
-          to.walk_counts[lane] = count;
-          if (lane == 0) {
-            to.walk_top = top;
-            to.walk_above = above;
-          }
+      if constexpr (kBucketSort) {  // sent with the decision
+        s.inbox.walk.counts[lane] = count;
+        if (lane == 0) {
+          s.inbox.walk.top = top;
+          s.inbox.walk.above = above;
         }
       }
       return {false, cut, __shfl_sync(0xffffffffu, count, first)};
@@ -523,23 +555,39 @@ __device__ BinThreshold pull_and_scan(const cg::cluster_group& cluster, ClusterS
   return total.threshold(remaining);  // starts with a barrier: every sum is written
 }
 
+/// Sends the leader's inbox, where warp 0 of the leader composed the decision, to every other
+/// CTA's, counted by its decision_mail (kDecisionBytes in 16-byte words, every store issued
+/// before any completes), and marks the leader's own as arrived. (st.async into the sender's
+/// own shared memory is refused in a cluster of one CTA.)
+template <bool kBucketSort>
+__device__ __forceinline__ void send_decision(const cg::cluster_group& cluster, ClusterShared& s) {
+  constexpr unsigned kWords = kDecisionBytes<kBucketSort> / 16;
+  const auto* words = reinterpret_cast<const uint4*>(&s.inbox);
+  const unsigned lane = threadIdx.x % 32;
+  for (unsigned i = lane; i < (cluster.num_blocks() - 1) * kWords; i += 32) {
+    const unsigned word = i % kWords;
+    send(words + word, words[word], s.decision_mail, 1 + i / kWords);
+  }
+  if (lane == 0) s.decision_mail.arrive();
+}
+
 /// The leader's step (the whole leader CTA, after the barrier that made every count visible):
 /// find the digit of the remaining-th largest matching key, then fix the threshold or go one
-/// level down. Writes the decision into every CTA.
+/// level down, and send the decision to every CTA. Every remote read of the walk is done before
+/// the decision leaves; warp 1's (the row's (m, d), read at level 0 while warp 0 walks) are
+/// done by the next cluster barrier, which every path takes before a CTA exits.
 template <bool kBucketSort>
-__device__ void decide(const cg::cluster_group& cluster, ClusterShared& s, const LevelDecision& current, float k_exp,
-                       unsigned leader_sort_max) {
+__device__ void decide(const cg::cluster_group& cluster, ClusterShared& s, const LevelDecision& current, float k_exp) {
   LevelDecision next = current;
   if (current.level == 0) {
+    if (threadIdx.x >= 64) return;  // warp 0 walks and sends the decision
     if (threadIdx.x >= 32) {
       // Warp 1 merges the row's (m, d) into its normalizer meanwhile, off the path every CTA waits on.
-      if (threadIdx.x < 64) {
-        const SoftmaxState merged = merge_row_state(cluster, s.warp_states, k_exp);
-        if (threadIdx.x == 32) s.row_normalizer = Normalizer(merged, k_exp);
-      }
-      return;  // warp 0 walks, and writes the decision
+      const SoftmaxState merged = merge_row_state(cluster, s.warp_states, k_exp);
+      if (threadIdx.x == 32) s.row_normalizer = Normalizer(merged, k_exp);
+      return;
     }
-    const WalkResult walk = walk_from_max<kBucketSort>(cluster, s, current.remaining, leader_sort_max);
+    const WalkResult walk = walk_from_max<kBucketSort>(cluster, s, current.remaining);
     next.nan_row = walk.nan_row;
     next.prefix = bin_floor_key(walk.cut.bin);
     next.decided = TopkKey{kBins - 1} << digit_shift(0);
@@ -548,7 +596,8 @@ __device__ void decide(const cg::cluster_group& cluster, ClusterShared& s, const
     next.remaining = current.remaining - (walk.cut.at_or_above - walk.in_bin);
     next.above = walk.cut.at_or_above - walk.in_bin;
   } else {
-    const BinThreshold cut = pull_and_scan(cluster, s, current.remaining);
+    const BinThreshold cut = pull_and_scan(cluster, s, current.remaining);  // its barrier: every remote read done
+    if (threadIdx.x >= 32) return;
     const int shift = digit_shift(current.level);
     const unsigned above_bin = cut.at_or_above - s.counting.total.counts[cut.bin];
     next.prefix = current.prefix | (TopkKey{cut.bin} << shift);
@@ -562,7 +611,9 @@ __device__ void decide(const cg::cluster_group& cluster, ClusterShared& s, const
     next.above = current.above + above_bin;
   }
   if (!next.done) ++next.level;
-  if (threadIdx.x < cluster.num_blocks()) *cluster.map_shared_rank(&s.decision, threadIdx.x) = next;
+  if (threadIdx.x == 0) s.inbox.decision = next;
+  __syncwarp();  // the message composed
+  send_decision<kBucketSort>(cluster, s);
 }
 
 /// A CTA's `length` candidates, sorted, wherever block_sort_descending left them. Only pointer
@@ -761,9 +812,10 @@ __device__ void finish_in_buckets(const cg::cluster_group& cluster, ClusterShare
   ClusterCandidates& candidates = s.candidates;
   const unsigned ranks = cluster.num_blocks();
   if (threadIdx.x < 32) {  // the splitters, from the leader's walk step (the same bits in every CTA)
-    const unsigned count = s.walk_counts[threadIdx.x];
-    const uint32_t splitter = bucket_splitter(ranks, decision.candidates, s.walk_above,
-                                              s.walk_above + warp_inclusive_sum(count), count, s.walk_top);
+    const WalkStep& walk = s.inbox.walk;
+    const unsigned count = walk.counts[threadIdx.x];
+    const uint32_t splitter = bucket_splitter(ranks, decision.candidates, walk.above,
+                                              walk.above + warp_inclusive_sum(count), count, walk.top);
     if (threadIdx.x < kLargeCluster) s.splitters[threadIdx.x] = threadIdx.x + 1 < ranks ? splitter : 0u;
   }
   // The keys are staged here first, then one remote atomic a bucket claims their room in its
@@ -832,7 +884,7 @@ template <typename T, int kVectors, bool kBucketSort>
 __global__ void __launch_bounds__(kClusterThreads, 1)
     topk_cluster_kernel(TopkProblem problem, ClusterTopkPlan plan) {
 #if __CUDA_ARCH__ >= 900
-  __shared__ ClusterShared s;
+  ClusterShared& s = cluster_shared();
   enter_after_previous_grid();
   const cg::cluster_group cluster = cg::this_cluster();
   const unsigned rank = cluster.block_rank();
@@ -843,7 +895,11 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   const HeldChunk<T, kVectors> held = hold_chunk<T, kVectors>(problem, plan, row, rank);
 
   s.counting.local.clear();
-  if (threadIdx.x == 0) s.gathered = s.staged = 0;
+  if (threadIdx.x == 0) {
+    s.gathered = s.staged = 0;
+    s.decision_mail.init();
+    if (!leader) s.decision_mail.expect(kDecisionBytes<kBucketSort>);
+  }
   if (kBucketSort && threadIdx.x < kLargeCluster) s.bucket_sizes[threadIdx.x] = 0;
   __syncthreads();  // counters zeroed before the adds (and before the first cluster barrier)
   held.land();
@@ -860,12 +916,16 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
 
   LevelDecision decision{};
   decision.remaining = k;
-  for (;;) {
-    cluster.sync();  // every count and warp state of the cluster visible
-    if (leader) decide<kBucketSort>(cluster, s, decision, problem.k_exp, plan.leader_sort_max);
-    cluster.sync();  // the decision in every CTA; the counts no longer read
-    decision = s.decision;
+  for (unsigned level = 0;; ++level) {
+    cluster_sync_shared();  // every count and warp state of the cluster visible, every mailbox ready
+    if (leader) decide<kBucketSort>(cluster, s, decision, problem.k_exp);
+    s.decision_mail.wait(level);  // sent after the leader's last read of the counts
+    decision = s.inbox.decision;
     if (decision.done) break;
+    if (threadIdx.x == 0 && !leader) s.decision_mail.expect(kDecisionBytes<kBucketSort>);  // the next level's
+    // The leader read the counts before it sent the decision, but racecheck sees no order
+    // between those reads and the clear but a barrier (taken only where winners tie in a bin).
+    cluster.sync();
     s.counting.local.clear();
     __syncthreads();
     const int shift = digit_shift(decision.level);
@@ -876,6 +936,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   }
 
   if (decision.nan_row) {  // cluster-uniform; the row's normalizer says has_nan too
+    cluster.sync();  // the leader's reads of the warp states done, its normalizer written
     if (!leader) return;
     write_row_status(problem, row, s.row_normalizer);
     write_nan_row<kClusterThreads>(k, problem.probs + row * problem.k, problem.indices + row * problem.k);
@@ -922,7 +983,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     warp_states[threadIdx.x / 32] = state;
     warp_best[threadIdx.x / 32] = best;
   }
-  cluster.sync();  // every warp's result visible
+  cluster_sync_shared();  // every warp's result visible
 
   SoftmaxState row_state{};
   if (rank == 0 && threadIdx.x < 32) {
@@ -957,19 +1018,31 @@ void with_held_vectors(int held_vectors, F&& f) {
   }
 }
 
-/// Calls f(kernel, holds_in_shared) for every cluster kernel of every dtype; the chunk is held
-/// in shared memory only by a top-k kernel (cluster_plan_for never gives one to K = 1).
+/// The cluster kernels, by what their dynamic shared memory holds.
+enum class ClusterKernel {
+  argmax,        ///< nothing: K = 1 keeps its warps' results in static shared memory
+  registers,     ///< ClusterShared, the chunk in registers
+  shared_chunk,  ///< ClusterShared, then the chunk
+};
+
+/// A CTA's dynamic shared memory in the kernel that runs `plan` at `k`.
+std::size_t launch_shared_bytes(const ClusterTopkPlan& plan, int32_t k) {
+  return k == 1 ? 0 : kClusterSharedBytes + plan.shared_bytes;
+}
+
+/// Calls f(kernel, kind) for every cluster kernel of every dtype; the chunk is held in shared
+/// memory only by a top-k kernel (cluster_plan_for never gives one to K = 1).
 template <typename F>
 void for_each_cluster_kernel(F&& f) {
   for (DType dtype : {DType::f32, DType::f16, DType::bf16})
     with_input_type(dtype, [&](auto in) {
       using T = typename decltype(in)::type;
-      f(topk_cluster_kernel<T, kHeldInShared, false>, true);
-      f(topk_cluster_kernel<T, kHeldInShared, true>, true);
+      f(topk_cluster_kernel<T, kHeldInShared, false>, ClusterKernel::shared_chunk);
+      f(topk_cluster_kernel<T, kHeldInShared, true>, ClusterKernel::shared_chunk);
       const auto in_registers = [&](auto vectors) {
-        f(topk_cluster_kernel<T, decltype(vectors)::value, false>, false);
-        f(topk_cluster_kernel<T, decltype(vectors)::value, true>, false);
-        f(topk_cluster_argmax_kernel<T, decltype(vectors)::value>, false);
+        f(topk_cluster_kernel<T, decltype(vectors)::value, false>, ClusterKernel::registers);
+        f(topk_cluster_kernel<T, decltype(vectors)::value, true>, ClusterKernel::registers);
+        f(topk_cluster_argmax_kernel<T, decltype(vectors)::value>, ClusterKernel::argmax);
       };
       in_registers(std::integral_constant<int, 2>{});
       in_registers(std::integral_constant<int, 4>{});
@@ -989,8 +1062,8 @@ KernelLaunch cluster_launch(int ctas, int64_t rows, std::size_t shared_bytes, cu
 /// Clusters of `ctas` CTAs of `kernel` that can be resident on this device at once (0: none,
 /// or the size is refused).
 template <typename Kernel>
-int resident_clusters(Kernel* kernel, int ctas) {
-  const KernelLaunch launch = cluster_launch(ctas, 1, 0, nullptr);
+int resident_clusters(Kernel* kernel, int ctas, std::size_t shared_bytes) {
+  const KernelLaunch launch = cluster_launch(ctas, 1, shared_bytes, nullptr);
   int clusters = 0;
   const cudaError_t pending = cudaPeekAtLastError();
   const cudaError_t status = cudaOccupancyMaxActiveClusters(&clusters, kernel, &launch.config());
@@ -1028,17 +1101,21 @@ const ClusterLimits& cluster_limits(const DeviceInfo& device) {
     cudaFuncAttributes top_k{};
     SOFTK_CUDA_CHECK(cudaFuncGetAttributes(&top_k, topk_cluster_kernel<float, kHeldInShared, false>));
     const auto per_block = static_cast<std::size_t>(device.max_shared_memory_per_block);
-    const std::size_t beside = per_block > top_k.sharedSizeBytes ? per_block - top_k.sharedSizeBytes : 0;
+    const std::size_t taken = top_k.sharedSizeBytes + kClusterSharedBytes;
+    const std::size_t beside = per_block > taken ? per_block - taken : 0;
     limits.shared_chunk_bytes = std::min(kMaxSharedChunkBytes, beside / 16 * 16);
-    for_each_cluster_kernel([&](auto* kernel, bool holds_in_shared) {
+    for_each_cluster_kernel([&](auto* kernel, ClusterKernel kind) {
       SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-      if (holds_in_shared)
+      if (kind != ClusterKernel::argmax) {
+        const std::size_t chunk = kind == ClusterKernel::shared_chunk ? limits.shared_chunk_bytes : 0;
         SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              static_cast<int>(limits.shared_chunk_bytes)));
+                                              static_cast<int>(kClusterSharedBytes + chunk)));
+      }
     });
     for (int ctas = 1; ctas <= kLargeCluster; ++ctas) {
-      limits.resident[ctas] = resident_clusters(topk_cluster_kernel<float, kMaxHeldVectors, false>, ctas);
-      limits.resident_argmax[ctas] = resident_clusters(topk_cluster_argmax_kernel<float, kMaxHeldVectors>, ctas);
+      limits.resident[ctas] =
+          resident_clusters(topk_cluster_kernel<float, kMaxHeldVectors, false>, ctas, kClusterSharedBytes);
+      limits.resident_argmax[ctas] = resident_clusters(topk_cluster_argmax_kernel<float, kMaxHeldVectors>, ctas, 0);
     }
     limits.max_ctas = limits.resident[kLargeCluster] > 0 ? kLargeCluster
                       : limits.resident[kPortableCluster] > 0 ? kPortableCluster
@@ -1147,7 +1224,7 @@ int64_t topk_cluster_waves(int64_t rows, int64_t vocab, DType dtype, int32_t k, 
 void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,
                          SplitSizing sizing) {
   const ClusterTopkPlan plan = cluster_plan_for(problem.rows, problem.vocab, problem.dtype, problem.k, device, sizing);
-  KernelLaunch cluster = cluster_launch(plan.ctas, problem.rows, plan.shared_bytes, launch.stream);
+  KernelLaunch cluster = cluster_launch(plan.ctas, problem.rows, launch_shared_bytes(plan, problem.k), launch.stream);
   cluster.programmatic(launch.programmatic);
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;

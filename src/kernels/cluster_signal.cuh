@@ -1,0 +1,101 @@
+// Synchronisation inside a thread-block cluster that costs less than cooperative_groups'
+// cluster.sync() (sm_90+).
+//
+// cluster.sync() is a barrier with release and acquire semantics at cluster scope, which sm_90
+// implements as MEMBAR.ALL.GPU before the arrive (every memory operation of the thread, global
+// ones included, made visible GPU-wide) and an L1 invalidation after the wait: ~660 cycles a
+// barrier of 16 CTAs of 512 threads, where a barrier with no memory ordering takes ~270 (H200,
+// back-to-back rounds of write, barrier, remote read; 2026-11-22). Two cheaper forms:
+//  - cluster_sync_shared(): the barrier for shared memory each CTA wrote itself and others read
+//    after it. Its fences order shared memory alone (MEMBAR.ALL.CTA): ~390 cycles.
+//  - ClusterMailbox: data sent into another CTA's shared memory with st.async, whose bytes that
+//    CTA's mbarrier counts. Only the receiver waits, and only for its own mail: no barrier.
+// Neither keeps a CTA alive for others: a CTA whose shared memory others still read or write
+// may exit only after a barrier with them (compute-sanitizer's racecheck, too, knows no other
+// way: remote atomics answered by a mailbox read to it as touching a CTA that may have exited).
+#pragma once
+
+#include <cstdint>
+
+namespace softk::kernels {
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+
+__device__ __forceinline__ uint32_t shared_address(const void* pointer) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
+}
+
+/// A cluster barrier after which every CTA may read, remotely, what any thread of another CTA
+/// wrote into that CTA's own shared memory before it. It orders nothing else: not global
+/// memory, and not stores into another CTA's shared memory (those need cluster.sync() or a
+/// mailbox). Every thread of every CTA must call it, as for cluster.sync().
+__device__ __forceinline__ void cluster_sync_shared() {
+  asm volatile(
+      "fence.release.sync_restrict::shared::cta.cluster;\n"
+      "barrier.cluster.arrive.relaxed.aligned;\n"
+      "barrier.cluster.wait.aligned;\n"
+      "fence.acquire.sync_restrict::shared::cluster.cluster;\n" ::
+          : "memory");
+}
+
+/// An mbarrier in a CTA's shared memory that counts the bytes other CTAs send into it with
+/// send(): one phase a message. The receiver announces each message's size (expect), its
+/// threads wait for the phase, then read the message as ordinary shared memory. A send may land
+/// before the receiver's expect: the count goes below zero and the phase still waits for the
+/// expect. Where the owner writes a message itself, it arrives instead of expecting.
+struct ClusterMailbox {
+  uint64_t barrier;
+
+  /// One thread of the owner, before the cluster barrier after which anyone may send.
+  /// cluster_sync_shared() suffices (the init fence is the one that barrier needs).
+  __device__ __forceinline__ void init() {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(shared_address(&barrier)) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+
+  /// One thread of the owner, once a phase: the phase completes when `bytes` have landed.
+  __device__ __forceinline__ void expect(unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(&barrier)),
+                 "r"(bytes)
+                 : "memory");
+  }
+
+  /// One thread of the owner, once a phase, where the owner wrote the message itself (ordinary
+  /// stores, ordered before this by the writers' barrier with this thread): the phase completes.
+  __device__ __forceinline__ void arrive() {
+    asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(&barrier)) : "memory");
+  }
+
+  /// Every thread of the owner that reads phase `phase`'s message (phases count from 0).
+  __device__ __forceinline__ void wait(unsigned phase) {
+    uint32_t done = 0;
+    do {
+      asm volatile(
+          "{\n"
+          ".reg .pred landed;\n"
+          "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 landed, [%1], %2;\n"
+          "selp.u32 %0, 1, 0, landed;\n"
+          "}\n"
+          : "=r"(done)
+          : "r"(shared_address(&barrier)), "r"(phase & 1u)
+          : "memory");
+    } while (done == 0);
+  }
+};
+
+/// Stores `value` at `to` in CTA `rank`'s shared memory (`to`, 16-byte aligned, and `mailbox` as
+/// laid out in this CTA's) and counts its 16 bytes in that CTA's `mailbox`. No completion is
+/// awaited here. Not for the sender's own shared memory: refused in a cluster of one CTA.
+__device__ __forceinline__ void send(const uint4* to, uint4 value, const ClusterMailbox& mailbox, unsigned rank) {
+  uint32_t remote_to, remote_barrier;
+  asm("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote_to) : "r"(shared_address(to)), "r"(rank));
+  asm("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote_barrier) : "r"(shared_address(&mailbox.barrier)), "r"(rank));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(
+                   remote_to),
+               "r"(value.x), "r"(value.y), "r"(value.z), "r"(value.w), "r"(remote_barrier)
+               : "memory");
+}
+
+#endif  // sm_90+
+
+}  // namespace softk::kernels
