@@ -178,11 +178,12 @@ constexpr int32_t kMultiWaveClusterMaxK = 256;
 
 /// A CTA's keys at or above the threshold (the leader's: the cluster's, in finish_at_leader),
 /// sorted, and every CTA's copied beside each other: the row's candidates, ranked by binary
-/// searches in each CTA's run (write_ranked_slice).
-struct ClusterCandidates {
-  TopkKey keys[kGatherCapacity];   ///< sorted in place (or into `ranked`: sorted_run)
-  TopkKey ranked[kRankSortMaxK];   ///< short lists sorted
-  TopkKey row[kGatherCapacity];    ///< every CTA's sorted keys, rank after rank (run_begin)
+/// searches in each CTA's run (write_ranked_slice). Each array starts on a 128-byte boundary, so
+/// that a warp's 32 keys are 2 shared-memory wavefronts, not 3.
+struct alignas(128) ClusterCandidates {
+  TopkKey keys[kGatherCapacity];                ///< sorted in place (or into `ranked`: sorted_run)
+  alignas(128) TopkKey ranked[kRankSortMaxK];   ///< short lists sorted
+  alignas(128) TopkKey row[kGatherCapacity];    ///< every CTA's sorted keys, rank after rank (run_begin)
   unsigned run_begin[kLargeCluster + 1];
 };
 
@@ -752,6 +753,17 @@ __device__ __forceinline__ void write_row_status(const TopkProblem& problem, int
   if (threadIdx.x == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
 }
 
+/// Writes sorted[0, count) (the whole block) as the row's entries offset, offset + 1, ...: those
+/// that fall below K.
+__device__ __forceinline__ void write_sorted_keys(const TopkKey* sorted, unsigned count, unsigned offset,
+                                                  const Normalizer& normalizer, const TopkProblem& problem,
+                                                  int64_t row) {
+  float* probs = problem.probs + row * problem.k;
+  int32_t* indices = problem.indices + row * problem.k;
+  for (unsigned j = threadIdx.x; j < count && offset + j < static_cast<unsigned>(problem.k); j += kClusterThreads)
+    write_topk_entry(sorted[j], normalizer, problem.log_probs, probs + offset + j, indices + offset + j);
+}
+
 /// Appends every held key at or above `prefix` to keys[0, *count) (this CTA's, or the leader's).
 template <typename Chunk>
 __device__ __forceinline__ void send_candidates(const Chunk& held, TopkKey prefix, unsigned* count, TopkKey* keys) {
@@ -773,10 +785,7 @@ __device__ void finish_at_leader(const cg::cluster_group& cluster, ClusterShared
   const unsigned count = min(s.gathered, kGatherCapacity);
   const TopkKey* sorted = block_sort_descending<kClusterThreads>(s.candidates.keys, count, s.candidates.ranked);
   const Normalizer normalizer = s.row_normalizer;
-  float* probs = problem.probs + row * problem.k;
-  int32_t* indices = problem.indices + row * problem.k;
-  for (unsigned j = threadIdx.x; j < static_cast<unsigned>(problem.k); j += kClusterThreads)
-    write_topk_entry(sorted[j], normalizer, problem.log_probs, probs + j, indices + j);
+  write_sorted_keys(sorted, count, 0, normalizer, problem, row);  // count >= K: the decision's bound
   write_row_status(problem, row, normalizer);
 }
 
@@ -864,12 +873,8 @@ __device__ void finish_in_buckets(const cg::cluster_group& cluster, ClusterShare
   }
   const unsigned count = min(s.gathered, kGatherCapacity);
   const TopkKey* sorted = block_sort_descending<kClusterThreads>(candidates.keys, count, candidates.ranked);
-  const unsigned offset = s.bucket_offset;
   const Normalizer normalizer = s.row_normalizer;
-  float* probs = problem.probs + row * problem.k;
-  int32_t* indices = problem.indices + row * problem.k;
-  for (unsigned j = threadIdx.x; j < count && offset + j < static_cast<unsigned>(problem.k); j += kClusterThreads)
-    write_topk_entry(sorted[j], normalizer, problem.log_probs, probs + offset + j, indices + offset + j);
+  write_sorted_keys(sorted, count, s.bucket_offset, normalizer, problem, row);
   if (cluster.block_rank() == 0) write_row_status(problem, row, normalizer);
   // No CTA exits while another may still read its count. (A split arrive before the sort, as in
   // finish_across_cluster, had compute-sanitizer racecheck report the remote key stores against
