@@ -26,7 +26,7 @@
 //     at the first level (K = 1024): the leader's walk also cuts them into one range of keys a
 //     CTA, every CTA sends each key to the CTA owning its range, and after a second barrier each
 //     sorts its bucket and writes it at the bucket's place in the row (finish_in_buckets).
-//     Otherwise (K = 256, or ties past the first level): every CTA sorts its own; after a third
+//     Otherwise (K = 256, or ties past the first level): every CTA sorts its own; after a second
 //     barrier every CTA copies every CTA's sorted run (one DSMEM round trip), ranks an equal
 //     share of the row's candidates by binary searches in the runs, and writes those ranked
 //     below K; a last barrier keeps each CTA's run until every CTA has copied it
@@ -69,7 +69,7 @@ constexpr int kMaxHeldVectors = 8;
 /// The held-vectors count of a plan whose chunks are held in shared memory instead (SharedChunk).
 constexpr int kHeldInShared = -1;
 /// The most a CTA holds in shared memory: 32768 fp32 (64 a thread; 8 CTAs of 256000 fp32 a row
-/// hold 32000), within the 227 KB of shared memory an sm_90 CTA may have, ClusterShared's 67 KB
+/// hold 32000), within the 227 KB of shared memory an sm_90 CTA may have, ClusterShared's ~68 KB
 /// included.
 constexpr std::size_t kMaxSharedChunkBytes = 128 * 1024;
 /// CTAs are added to a row's cluster until each thread holds about kFinestElementsPerThread
