@@ -19,11 +19,13 @@
 
 namespace softk::kernels {
 
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-
+/// The shared-window address of `pointer` (into shared memory), as PTX's shared-memory operands
+/// take it. Any architecture.
 __device__ __forceinline__ uint32_t shared_address(const void* pointer) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
 }
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 
 /// A cluster barrier after which every CTA may read, remotely, what any thread of another CTA
 /// wrote into that CTA's own shared memory before it. It orders nothing else: not global

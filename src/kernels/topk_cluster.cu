@@ -290,8 +290,7 @@ struct RegisterChunk : ChunkEdges<T> {
 /// Copies 16 bytes from global to shared memory without passing through a register
 /// (cp.async; .cg: cached in L2 only, as the chunk is read from DRAM once).
 __device__ __forceinline__ void copy_vector_async(RawVector* to_shared, const RawVector* from_global) {
-  const auto shared_address = static_cast<unsigned>(__cvta_generic_to_shared(to_shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address),
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address(to_shared)),
                "l"(__cvta_generic_to_global(from_global))
                : "memory");
 }
