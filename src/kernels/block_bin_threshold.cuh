@@ -3,9 +3,8 @@
 // Every key in a higher bin is a winner, so the keys at or above that bin are the top-K plus
 // the rest of one bin: one pass of shared-memory adds and one scan, where a radix select of the
 // K-th key takes up to 8 passes of ~1,300+ cycles each. Split-k uses it to cut a chunk down to a
-// short candidate list and to cut the chunks' lists down to the row's winners, the cluster kernel
-// to agree on a row's threshold, and the fused kernel to find a row's winners among its
-// candidates.
+// short candidate list and to cut the chunks' lists down to the row's winners, and the cluster
+// kernel to agree on a row's threshold.
 #pragma once
 
 #include "kernels/block_topk.cuh"

@@ -11,9 +11,9 @@
 //           hold one (candidate_vectors.cuh), or for fp32 runs at K > 256 whose prefixes
 //           would not stay in L2 the keys themselves (candidate_list.cuh). A group of elements
 //           whose maximum is below tau costs one compare.
-// The caller selects from the list: the fused kernel the sorted top-K (at K <= 256 through the bin
-// of the K-th key, block_bin_threshold.cuh, else a radix select), a split-k chunk its unsorted
-// top-K for the merge.
+// The caller selects from the list: the fused kernel the sorted top-K (a counting sort over bins
+// of the candidates' range, block_range_bin_sort.cuh, else a radix select and a sort), a split-k
+// chunk its unsorted top-K for the merge.
 //
 // Exactness: the list holds every key >= tau unless it overflowed; the caller then selects from
 // the run itself (re-read, mostly from L2) instead. So the answer is exact on every input (ties,
@@ -24,7 +24,7 @@
 #include <type_traits>
 
 #include "cuda_check.hpp"
-#include "kernels/block_bin_threshold.cuh"
+#include "kernels/block_range_bin_sort.cuh"
 #include "kernels/block_topk.cuh"
 #include "kernels/candidate_list.cuh"
 #include "kernels/candidate_vectors.cuh"
@@ -135,12 +135,6 @@ struct FusedTopkShared {
   unsigned key_count;
 };
 
-/// A histogram of the candidates' bins fits the end of the candidate storage, past their keys:
-/// its own 16 KB a block would come out of L1, which holds phase B's loads in flight.
-using CandidateHistogram = BinHistogram<kFusedThreads>;
-constexpr std::size_t kCandidateHistogramOffset =
-    (kCandidateBytes - sizeof(CandidateHistogram)) / alignof(CandidateHistogram) * alignof(CandidateHistogram);
-
 /// The listed keys as a key source (visits them across the block).
 struct CandidateKeys {
   const TopkKey* keys;
@@ -158,17 +152,19 @@ struct FusedCandidates {
   SoftmaxState state;
   const TopkKey* keys;  ///< null when the list overflowed, and for a NaN run
   unsigned count;
+  float floor;  ///< every logit of the run >= floor is listed (tau as a value)
 
-  /// The histogram beside the keys in candidate_storage, cleared (after a barrier), or null
-  /// when the keys leave it no room (more than 6,134 of them). Only for a run whose list did not
-  /// overflow. Called by all kFusedThreads threads.
-  __device__ __forceinline__ CandidateHistogram* clear_histogram_beside(void* candidate_storage) const {
-    if (count * sizeof(TopkKey) > kCandidateHistogramOffset) return nullptr;
-    auto* histogram =
-        reinterpret_cast<CandidateHistogram*>(static_cast<char*>(candidate_storage) + kCandidateHistogramOffset);
-    histogram->clear();
-    __syncthreads();
-    return histogram;
+  /// Writes the run's top-k, sorted, through write(rank, key) by block_write_topk_by_range_bins
+  /// over the listed keys, with the rest of candidate_storage as its room, and returns true; or
+  /// returns false, having written nothing, for an overflowed list or where that hands back.
+  /// Block-uniform. Called by all kFusedThreads threads.
+  template <typename Write>
+  __device__ __forceinline__ bool write_top_k_by_range_bins(unsigned k, void* candidate_storage, Write&& write) const {
+    if (keys == nullptr) return false;
+    const std::size_t used = (count * sizeof(TopkKey) + 15) / 16 * 16;
+    return block_write_topk_by_range_bins<kFusedThreads>(k, CandidateKeys{keys, count}, RangeBins(floor, state.max),
+                                                         static_cast<char*>(candidate_storage) + used,
+                                                         kCandidateBytes - used, write);
   }
 
   /// Calls f(source) with a key source holding the run's top-K (an argument for
@@ -248,12 +244,12 @@ __device__ FusedCandidates block_fused_candidates(const T* data, int64_t first_i
   });
   // block_reduce starts with a barrier: after it every append is visible.
   const SoftmaxState total = block_reduce<kThreads / 32>(state, k_exp, shared.scratch);
-  if (status_of(total) == RowStatus::has_nan) return {total, nullptr, 0};  // block-uniform
+  if (status_of(total) == RowStatus::has_nan) return {total, nullptr, 0, threshold};  // block-uniform
 
   const unsigned listed = shared.candidate_count;  // block-uniform, as is the key count
   const unsigned keys = listed <= list.capacity ? list.to_keys(listed, &shared.key_count) : ~0u;
-  if (keys > list.key_capacity()) return {total, nullptr, 0};
-  return {total, list.listed_keys(), keys};
+  if (keys > list.key_capacity()) return {total, nullptr, 0, threshold};
+  return {total, list.listed_keys(), keys, threshold};
 }
 
 }  // namespace softk::kernels

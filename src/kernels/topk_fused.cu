@@ -1,8 +1,6 @@
 // Fused softmax + top-k, a block per row: the fused core over the whole row (one read of it from
 // DRAM; see block_fused_topk.cuh), the exact top-K of its candidates selected and sorted, then
 // written with exp(x - m) / d. No workspace, no second launch.
-#include <type_traits>
-
 #include "cuda_check.hpp"
 #include "kernels/block_fused_topk.cuh"
 #include "kernels/grid_dependency.cuh"
@@ -11,15 +9,6 @@
 
 namespace softk::kernels {
 namespace {
-
-/// Up to K = 256 (the kernels seeding fewer than 4 logits a thread: with_seed_count) the winners
-/// are found among the candidates (~1,500 keys at K = 50) by one histogram pass: the keys at or
-/// above the bin of the K-th (K plus part of a bin) are gathered and sorted, where a radix select
-/// takes two to four passes of ~1,300-2,500 cycles before its gather. Past it, K plus part of a
-/// bin rarely fits the 1024-key sort, and those kernels are built without the path (its code
-/// alone cost them 1-2%, H200).
-template <int LA>
-constexpr bool kSelectsByBin = LA < 4;
 
 template <typename T, int LA, bool kListsVectors>
 __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
@@ -43,14 +32,12 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
     write_nan_row<kFusedThreads>(k, probs, indices);
     return;
   }
+  const auto write = [&](unsigned rank, TopkKey key) {
+    write_topk_entry(key, normalizer, problem.log_probs, probs + rank, indices + rank);
+  };
+  if (found.write_top_k_by_range_bins(k, candidate_storage, write)) return;
+  // The exact fallback: an overflowed list, or ties too many to rank in one bin.
   const TopkKey* sorted = found.with_key_source(row_run, [&](const auto& keys) {
-    if constexpr (kSelectsByBin<LA> && std::is_same_v<std::decay_t<decltype(keys)>, CandidateKeys>) {
-      CandidateHistogram* histogram = found.clear_histogram_beside(candidate_storage);  // block-uniform
-      if (histogram != nullptr) {
-        keys([&](TopkKey key) { histogram->add(key); });
-        return block_topk_sorted_from_bins<kFusedThreads, kSignificantBits<T>>(k, keys, *histogram, shared.storage);
-      }
-    }
     return block_topk_sorted<kFusedThreads, kSignificantBits<T>>(k, keys, shared.storage);
   });
   for (unsigned j = threadIdx.x; j < k; j += kFusedThreads)

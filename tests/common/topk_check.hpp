@@ -60,7 +60,10 @@ inline std::string case_name(const TopkCase& c, bool show_dist) {
   std::string n = std::string(dtype_name(c.dtype)) + "_V" + std::to_string(c.V) + "_R" + std::to_string(c.rows) + "_K" +
                   std::to_string(c.k);
   if (show_dist) n += std::string("_") + dist_name(c.dist);
-  if (c.dist == Dist::adversarial_stride) n += "_S" + std::to_string(c.params.stride) + (c.params.tied_winners ? "_tied" : "");
+  if (c.dist == Dist::adversarial_stride) {
+    n += "_S" + std::to_string(c.params.stride) + (c.params.tied_winners ? "_tied" : "");
+    if (c.params.count != c.k) n += "_N" + std::to_string(c.params.count);  // winners other than K
+  }
   if (c.layout.row_stride) n += "_stride" + std::to_string(c.layout.row_stride);
   if (c.layout.offset) n += "_off" + std::to_string(c.layout.offset);
   if (c.log_probs) n += "_logprobs";

@@ -11,7 +11,8 @@
 //   WarpRow/   the edges of the warp-per-row kernel (V <= 4096, K <= 64)
 //   SortedRow/ the whole-row sort (V <= 1024, K > 64) and its edge
 //   Sanitize/  a small cross-section for compute-sanitizer (scripts/gpu-check: '*Sanitize*')
-// plus the two exactness-guard tests (TopkAllWinnersInOneThreadStride, TopkAllEqualRows),
+// plus the three exactness-guard tests (TopkAllWinnersInOneThreadStride, TopkAllEqualRows,
+// TopkTiedBin),
 // properties against the GPU softmax (gather), log-probs, temperature, workspace checks.
 // The case description, the input/oracle caches and check_case() live in common/topk_check.hpp;
 // split-k's own matrix (V up to 2^26, rows {1, 2, 3, 7}) is topk_split_k_test.cpp.
@@ -364,6 +365,36 @@ std::vector<TopkCase> all_equal_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Guard, TopkAllEqualRows, ::testing::ValuesIn(all_equal_cases()), param_name);
+
+// Exactness guard (3): a bin of ties at the edge of the fused kernel's counting sort
+// (block_range_bin_sort.cuh), which ranks a key by comparing it with every key of its bin and
+// hands a bin of more than 256 keys (kMaxRankedBinKeys) at or above the K-th key's to the radix
+// select. `count` tied winners (one value, so one bin) over a background strictly below them:
+// K inside the ties cuts their bin, K past them leaves it whole above the cut. 256 ties are
+// ranked, 257 go to the select; both must be exact, ties to the lower index.
+
+class TopkTiedBin : public GpuTestWithParam<TopkCase> {};
+
+TEST_P(TopkTiedBin, IsExact) { check_case(GetParam(), stream()); }
+
+std::vector<TopkCase> tied_bin_cases() {
+  std::vector<TopkCase> out;
+  for (DType dt : {DType::f32, DType::bf16})
+    for (int64_t ties : {256, 257})
+      for (int32_t k : {1, 100, 255, 256, 257, 300, 1024}) {
+        for (TopkImpl impl : kAllTopkImpls) {
+          TopkCase c = topk_case(impl, dt, 32000, 4, k, Dist::adversarial_stride);
+          c.params.stride = 61;  // the ties spread over the row, not one thread's
+          c.params.count = ties;
+          c.params.channel = -1;
+          c.params.tied_winners = true;
+          out.push_back(c);
+        }
+      }
+  return finish(out, false);
+}
+
+INSTANTIATE_TEST_SUITE_P(Guard, TopkTiedBin, ::testing::ValuesIn(tied_bin_cases()), param_name);
 
 // ---------------------------------------------------------------------------------------------
 // Properties against the GPU softmax and between options, independent of the CPU oracle:
