@@ -9,7 +9,8 @@
 //              one pass of shared-memory adds and one scan, no select, no sort;
 //            - a long chunk runs the fused block core (block_fused_topk.cuh), where most
 //              elements cost one compare against its prefix threshold, and lists its exact
-//              top-K: a radix select over its candidates, and no sort.
+//              top-K: a counting sort of its candidates (block_range_bin_sort.cuh), or a
+//              radix select where that hands back.
 //  Launch 2  a block per row merges the chunk states (in a fixed order, so the bits never
 //            depend on scheduling) and finds the row's top-K in the union of the lists (which
 //            holds it, as each list holds its chunk's): up to K = 256 a histogram of the
@@ -169,6 +170,13 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   if (threadIdx.x == 0) w.states[at.slot] = found.state;
   if (status_of(found.state) == RowStatus::has_nan) {  // block-uniform; the merge writes a NaN row
     at.pad(0, plan);
+    return;
+  }
+  // The counting sort writes the chunk's top-K sorted, which the merge does not need, but it is
+  // cheaper than the radix select (block_range_bin_sort.cuh).
+  const auto write = [&](unsigned rank, TopkKey key) { at.keys[rank] = key; };
+  if (found.write_top_k_by_range_bins(at.k, candidate_storage, write)) {
+    at.pad(at.k, plan);
     return;
   }
   const unsigned written = found.with_key_source(at.chunk, [&](const auto& keys) {
