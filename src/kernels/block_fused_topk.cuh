@@ -47,14 +47,15 @@ constexpr std::size_t kCandidateBytes = 64 * 1024;
 /// Elements in phase A, a multiple of 16 so that phase B's vectors keep the run's 16-byte phase and
 /// at least 4 x K. Phase B lists about K / (prefix fraction) elements, since tau is about the
 /// prefix's K-th logit: the fraction keeps that under half of the list (3,276 vectors or 8,192
-/// keys). Vectors: K / 1536 of the run (1/32 to 2/3); keys: K / 4096 (1/32 to 1/4). A long prefix
-/// is also at least 1/kLongPrefixDivisor of the run (with_fused_core_shape says where).
-constexpr int64_t kLongPrefixDivisor = 8;
+/// keys). Vectors: K / 1536 of the run (1/32 to 2/3); keys: K / 4096 (1/32 to 1/4). The prefix is
+/// also at least 1/prefix_divisor of the run where that is nonzero: kLongPrefixDivisor for a long
+/// prefix, 1 for the whole run (with_fused_core_shape says where).
+constexpr int32_t kLongPrefixDivisor = 8;
 __host__ __device__ __forceinline__ int64_t prefix_length(int64_t length, int32_t k, bool lists_vectors,
-                                                          bool long_prefix) {
+                                                          int32_t prefix_divisor) {
   const int64_t per = lists_vectors ? 1536 : 4096;
   const int64_t by_fraction = length * std::min<int64_t>(std::max<int64_t>(k, per / 32), 1024) / per;
-  const int64_t at_least = std::max<int64_t>(int64_t{4} * k, long_prefix ? length / kLongPrefixDivisor : 0);
+  const int64_t at_least = std::max<int64_t>(int64_t{4} * k, prefix_divisor != 0 ? length / prefix_divisor : 0);
   const int64_t wanted = std::max<int64_t>(by_fraction, at_least);
   return std::min<int64_t>(length, (wanted + 15) / 16 * 16);
 }
@@ -70,9 +71,12 @@ void with_seed_count(int32_t k, F&& f) {
   else f(std::integral_constant<int, 4>{});
 }
 
-/// Calls f(seeds, lists_vectors, long_prefix): two integral constants, the seed count for k
-/// (with_seed_count) and which list the core keeps, and whether its prefix is long (prefix_length),
-/// for a launch of `runs` runs of run_length elements. Both depend on the runs resident at once:
+/// What a fused core's runs are: whole rows (the fused kernel) or chunks of rows (split-k).
+enum class FusedRuns { rows, chunks };
+
+/// Calls f(seeds, lists_vectors, prefix_divisor): two integral constants, the seed count for k
+/// (with_seed_count) and which list the core keeps, and the prefix's floor (prefix_length), for a
+/// launch of `runs` runs of run_length elements. Both depend on the runs resident at once:
 /// under per_batch sizing those of this launch, at most a wave; under per_row a full wave, so that
 /// a row's bits never depend on its batch (both decide the prefix, and so the order in which
 /// (m, d) is summed).
@@ -99,22 +103,32 @@ void with_seed_count(int32_t k, F&& f) {
 /// their prefix tails waiting a round trip a vector): at 1/16, K = 50, 1.03-1.12x; 1/8 against
 /// 1/16 0.99-1.15x (1 x 4M 1.15x, 64 x 128256 1.07x, 256 x 256000 0.99x). 1/4 for bf16 was mixed
 /// (0.95-1.10x: rows of 128256 lost).
+///
+/// At K > 256 a row of at most kWholePrefixMaxLength tokens is read whole in phase A, where the
+/// resident rows fit L2 together. Against 2/3 (K = 1024, fp32 and bf16, H200, one run each):
+/// rows of 32000 ran 1.03-1.14x (8-1024 rows), rows of 50257 0.85-0.97x, of 128256 and 256000
+/// 0.87-0.98x (bf16); split-k's chunks lost too (64 rows of 128256 and 256000 under auto, fp32:
+/// 0.95x), so they keep 2/3.
+constexpr int64_t kWholePrefixMaxLength = 32768;
 template <typename T, typename F>
-void with_fused_core_shape(int32_t k, int64_t run_length, int64_t runs, SplitSizing sizing, const DeviceInfo& device,
-                           F&& f) {
+void with_fused_core_shape(int32_t k, int64_t run_length, int64_t runs, FusedRuns kind, SplitSizing sizing,
+                           const DeviceInfo& device, F&& f) {
   const int64_t wave = int64_t{kFusedBlocksPerSm} * device.sm_count;
   const int64_t resident_runs = sizing == SplitSizing::per_batch ? std::min(runs, wave) : wave;
-  const bool long_prefix = k > 1 &&
-                           resident_runs * (run_length / kLongPrefixDivisor) * int64_t{sizeof(T)} <= device.l2_bytes;
+  const auto fits_l2 = [&](int64_t elements_a_run) {
+    return resident_runs * elements_a_run * int64_t{sizeof(T)} <= device.l2_bytes;
+  };
+  int32_t prefix_divisor = k > 1 && fits_l2(run_length / kLongPrefixDivisor) ? kLongPrefixDivisor : 0;
+  if (kind == FusedRuns::rows && k > 256 && run_length <= kWholePrefixMaxLength && fits_l2(run_length))
+    prefix_divisor = 1;
   with_seed_count(k, [&](auto seeds) {
     if constexpr (sizeof(T) == 4 && decltype(seeds)::value == 4) {
-      const int64_t prefix_bytes = prefix_length(run_length, k, true, long_prefix) * static_cast<int64_t>(sizeof(T));
-      if (resident_runs * prefix_bytes > device.l2_bytes) {
-        f(seeds, std::false_type{}, long_prefix);
+      if (!fits_l2(prefix_length(run_length, k, true, prefix_divisor))) {
+        f(seeds, std::false_type{}, prefix_divisor);
         return;
       }
     }
-    f(seeds, std::true_type{}, long_prefix);
+    f(seeds, std::true_type{}, prefix_divisor);
   });
 }
 
@@ -178,16 +192,16 @@ struct FusedCandidates {
 };
 
 /// Phases A and B over the run data[0, length), whose element 0 is token first_index of the row;
-/// k <= min(length, kMaxFastTopK). kListsVectors, long_prefix: which list phase B keeps, and how
+/// k <= min(length, kMaxFastTopK). kListsVectors, prefix_divisor: which list phase B keeps, and how
 /// long the prefix is (with_fused_core_shape). Called by all kFusedThreads threads.
 /// candidate_storage: kCandidateBytes of shared memory, 16-byte aligned. Starts with no barrier
 /// and ends on one.
 template <typename T, int LA, bool kListsVectors>
 __device__ FusedCandidates block_fused_candidates(const T* data, int64_t first_index, int64_t length, unsigned k,
-                                                  float k_exp, bool long_prefix, void* candidate_storage,
+                                                  float k_exp, int32_t prefix_divisor, void* candidate_storage,
                                                   FusedTopkShared& shared) {
   constexpr int kThreads = kFusedThreads;
-  const int64_t split = prefix_length(length, static_cast<int32_t>(k), kListsVectors, long_prefix);
+  const int64_t split = prefix_length(length, static_cast<int32_t>(k), kListsVectors, prefix_divisor);
   const RowSegment<T> prefix(data, first_index, split);
   const RowSegment<T> rest(data + split, first_index + split, length - split);
 

@@ -158,14 +158,15 @@ __device__ unsigned list_exact_top_k(const ChunkSlot<T>& at, const Keys& keys, B
 
 template <typename T, int LA, bool kListsVectors>
 __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
-    topk_split_k_fused_chunk_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w, bool long_prefix) {
+    topk_split_k_fused_chunk_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w,
+                                    int32_t prefix_divisor) {
   extern __shared__ RawVector candidate_storage[];
   __shared__ FusedTopkShared shared;
   let_next_grid_launch();  // the merge may launch now: it waits for this grid to complete
 
   const ChunkSlot<T> at(problem, plan, w);
   const FusedCandidates found = block_fused_candidates<T, LA, kListsVectors>(
-      at.chunk.data, at.chunk.first_index, at.chunk.length, at.k, problem.k_exp, long_prefix, candidate_storage,
+      at.chunk.data, at.chunk.first_index, at.chunk.length, at.k, problem.k_exp, prefix_divisor, candidate_storage,
       shared);
   if (threadIdx.x == 0) w.states[at.slot] = found.state;
   if (status_of(found.state) == RowStatus::has_nan) {  // block-uniform; the merge writes a NaN row
@@ -323,11 +324,11 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
       return;
     }
     with_fused_core_shape<T>(
-        problem.k, plan.chunk_length, problem.rows * plan.chunks, sizing, device,
-        [&](auto seeds, auto vectors, bool long_prefix) {
+        problem.k, plan.chunk_length, problem.rows * plan.chunks, FusedRuns::chunks, sizing, device,
+        [&](auto seeds, auto vectors, int32_t prefix_divisor) {
           launch_with_candidate_list(
               topk_split_k_fused_chunk_kernel<T, decltype(seeds)::value, decltype(vectors)::value>, grid, ordinary,
-              problem, plan, w, long_prefix);
+              problem, plan, w, prefix_divisor);
         });
   });
   // The merge goes programmatically whenever the device can (not only when the caller asked):
