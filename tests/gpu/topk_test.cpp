@@ -298,6 +298,17 @@ class TopkAllWinnersInOneThreadStride : public GpuTestWithParam<TopkCase> {};
 
 TEST_P(TopkAllWinnersInOneThreadStride, IsExact) { check_case(GetParam(), stream()); }
 
+/// `count` winners (all equal where `tied`) at stride S over a background strictly below them,
+/// in 4 rows at row-dependent lanes (inputs.hpp, adversarial_stride).
+TopkCase stride_winners_case(TopkImpl impl, DType dt, int64_t V, int32_t k, int64_t S, int64_t count, bool tied) {
+  TopkCase c = topk_case(impl, dt, V, 4, k, Dist::adversarial_stride);
+  c.params.stride = S;
+  c.params.count = count;
+  c.params.channel = -1;
+  c.params.tied_winners = tied;
+  return c;
+}
+
 std::vector<TopkCase> one_stride_cases() {
   std::vector<TopkCase> out;
   for (int64_t S : {128, 256, 512, 1024, 2048, 4096})
@@ -306,15 +317,8 @@ std::vector<TopkCase> one_stride_cases() {
       for (DType dt : {DType::f32, DType::f16, DType::bf16})
         for (bool tied : {false, true}) {
           if (tied && dt != DType::f32) continue;
-          for (TopkImpl impl : kAllTopkImpls) {
-            // an odd remainder: the winners' stride does not end the row
-            TopkCase c = topk_case(impl, dt, k * S + 97, 4, k, Dist::adversarial_stride);
-            c.params.stride = S;
-            c.params.count = k;
-            c.params.channel = -1;
-            c.params.tied_winners = tied;
-            out.push_back(c);
-          }
+          // an odd remainder: the winners' stride does not end the row
+          for (TopkImpl impl : kAllTopkImpls) out.push_back(stride_winners_case(impl, dt, k * S + 97, k, S, k, tied));
         }
     }
   return finish(out, false);
@@ -381,16 +385,9 @@ std::vector<TopkCase> tied_bin_cases() {
   std::vector<TopkCase> out;
   for (DType dt : {DType::f32, DType::bf16})
     for (int64_t ties : {256, 257})
-      for (int32_t k : {1, 100, 255, 256, 257, 300, 1024}) {
-        for (TopkImpl impl : kAllTopkImpls) {
-          TopkCase c = topk_case(impl, dt, 32000, 4, k, Dist::adversarial_stride);
-          c.params.stride = 61;  // the ties spread over the row, not one thread's
-          c.params.count = ties;
-          c.params.channel = -1;
-          c.params.tied_winners = true;
-          out.push_back(c);
-        }
-      }
+      for (int32_t k : {1, 100, 255, 256, 257, 300, 1024})
+        // stride 61: the ties spread over the row, not one thread's
+        for (TopkImpl impl : kAllTopkImpls) out.push_back(stride_winners_case(impl, dt, 32000, k, 61, ties, true));
   return finish(out, false);
 }
 
