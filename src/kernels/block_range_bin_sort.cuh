@@ -75,8 +75,10 @@ __host__ __device__ constexpr std::size_t range_bin_sort_bytes(unsigned gathered
 /// true; or returns false, having written nothing, when a bin up to the k-th key's holds more
 /// than kMaxRankedBinKeys keys, when there are fewer than k keys, or when `spare` (16-byte
 /// aligned shared memory, spare_bytes long, apart from the keys) cannot hold those bins' keys.
-/// The answer is block-uniform. Called by all kThreads threads, which must have passed a barrier
-/// since the keys were written; starts with no barrier and ends on none.
+/// The answer is block-uniform. Called by all kThreads threads with the same k and bins (built
+/// from block-uniform bounds), which must have passed a barrier since the keys were written.
+/// Unique keys matter: two equal keys would take one rank and leave a slot unwritten. Starts
+/// with no barrier and ends on none, so `spare` may be used again only after a barrier.
 template <int kThreads, typename ForEachKey, typename Write>
 __device__ bool block_write_topk_by_range_bins(unsigned k, const ForEachKey& for_each_key, const RangeBins& bin_of,
                                                void* spare, std::size_t spare_bytes, Write&& write) {
@@ -118,8 +120,10 @@ __device__ bool block_write_topk_by_range_bins(unsigned k, const ForEachKey& for
   __syncthreads();
   unsigned place = inclusive - total;
   for (unsigned w = 0; w < warp; ++w) place += s.warp_totals[w];
+  unsigned firsts[kBinsPerThread];  // firsts[i]: the place of bin first_bin + i
 #pragma unroll
   for (int i = 0; i < kBinsPerThread; ++i) {
+    firsts[i] = place;
     if (place < k) {  // a bin at or above the k-th key's
       if (counts[i] > kMaxRankedBinKeys) atomicOr(&s.too_large, 1u);
       if (k <= place + counts[i]) {  // exactly one thread, one bin
@@ -127,9 +131,13 @@ __device__ bool block_write_topk_by_range_bins(unsigned k, const ForEachKey& for
         s.gathered = place + counts[i];
       }
     }
-    s.places[first_bin + i] = place;  // only this thread touches its bins until the barrier
     place += counts[i];
   }
+  // Only this thread touches its bins until the barrier; 16-byte stores, as the loads.
+  auto* place_quads = reinterpret_cast<uint4*>(&s.places[first_bin]);
+#pragma unroll
+  for (int q = 0; q < kBinsPerThread / 4; ++q)
+    place_quads[q] = make_uint4(firsts[4 * q], firsts[4 * q + 1], firsts[4 * q + 2], firsts[4 * q + 3]);
   __syncthreads();
   const unsigned gathered_count = s.gathered;
   if (s.too_large != 0 || gathered_count > room) return false;  // block-uniform; also fewer than k keys

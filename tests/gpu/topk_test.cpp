@@ -375,7 +375,8 @@ INSTANTIATE_TEST_SUITE_P(Guard, TopkAllEqualRows, ::testing::ValuesIn(all_equal_
 // hands a bin of more than 256 keys (kMaxRankedBinKeys) at or above the K-th key's to the radix
 // select. `count` tied winners (one value, so one bin) over a background strictly below them:
 // K inside the ties cuts their bin, K past them leaves it whole above the cut. 256 ties are
-// ranked, 257 go to the select; both must be exact, ties to the lower index.
+// ranked, 257 go to the select; both must be exact, ties to the lower index. (Which of the two
+// ran is seen only in range_bin_sort_test.cu, which calls the sort directly.)
 
 class TopkTiedBin : public GpuTestWithParam<TopkCase> {};
 
@@ -383,11 +384,18 @@ TEST_P(TopkTiedBin, IsExact) { check_case(GetParam(), stream()); }
 
 std::vector<TopkCase> tied_bin_cases() {
   std::vector<TopkCase> out;
-  for (DType dt : {DType::f32, DType::bf16})
+  // stride 61: the ties spread over the row, not one thread's
+  for (DType dt : {DType::f32, DType::f16, DType::bf16})
     for (int64_t ties : {256, 257})
       for (int32_t k : {1, 100, 255, 256, 257, 300, 1024})
-        // stride 61: the ties spread over the row, not one thread's
         for (TopkImpl impl : kAllTopkImpls) out.push_back(stride_winners_case(impl, dt, 32000, k, 61, ties, true));
+  // Rows of 2^20 tokens: split-k's chunks there are long enough for the fused core, which sorts
+  // its candidates the same way (rows of 32000 take its short-chunk kernel); the first chunk
+  // holds every tie.
+  for (DType dt : {DType::f32, DType::bf16})
+    for (int64_t ties : {256, 257})
+      for (int32_t k : {100, 256, 257, 1024})
+        for (TopkImpl impl : kAllTopkImpls) out.push_back(stride_winners_case(impl, dt, 1 << 20, k, 61, ties, true));
   return finish(out, false);
 }
 
