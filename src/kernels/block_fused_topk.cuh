@@ -13,7 +13,7 @@
 //           whose maximum is below tau costs one compare.
 // The caller selects from the list: the fused kernel the sorted top-K (a counting sort over bins
 // of the candidates' range, block_range_bin_sort.cuh, else a radix select and a sort), a split-k
-// chunk its unsorted top-K for the merge.
+// chunk its top-K for the merge (the same counting sort, else a radix select: in no order).
 //
 // Exactness: the list holds every key >= tau unless it overflowed; the caller then selects from
 // the run itself (re-read, mostly from L2) instead. So the answer is exact on every input (ties,
@@ -166,7 +166,7 @@ struct FusedCandidates {
   SoftmaxState state;
   const TopkKey* keys;  ///< null when the list overflowed, and for a NaN run
   unsigned count;
-  float floor;  ///< every logit of the run >= floor is listed (tau as a value)
+  float listed_from;  ///< every logit of the run >= listed_from is listed (tau as a value)
 
   /// Writes the run's top-k, sorted, through write(rank, key) by block_write_topk_by_range_bins
   /// over the listed keys, with the rest of candidate_storage as its room, and returns true; or
@@ -176,7 +176,8 @@ struct FusedCandidates {
   __device__ __forceinline__ bool write_top_k_by_range_bins(unsigned k, void* candidate_storage, Write&& write) const {
     if (keys == nullptr) return false;
     const std::size_t used = (count * sizeof(TopkKey) + 15) / 16 * 16;
-    return block_write_topk_by_range_bins<kFusedThreads>(k, CandidateKeys{keys, count}, RangeBins(floor, state.max),
+    const RangeBins bins(listed_from, state.max);
+    return block_write_topk_by_range_bins<kFusedThreads>(k, CandidateKeys{keys, count}, bins,
                                                          static_cast<char*>(candidate_storage) + used,
                                                          kCandidateBytes - used, write);
   }

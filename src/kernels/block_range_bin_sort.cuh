@@ -1,5 +1,5 @@
 // The sorted top-K of a block's candidates by one counting sort: bins of value spread over the
-// candidates' own range [floor, row max], a histogram, a scan, a scatter of the keys at or above
+// candidates' own range [lowest, row max], a histogram, a scan, a scatter of the keys at or above
 // the K-th key's bin into their bins' places, and each key's rank inside its bin.
 //
 // Why: a fused block's candidates are every key >= a lower bound of the row's K-th (a few
@@ -8,8 +8,8 @@
 // 14,000), with DRAM idle, as every block of a one-wave batch runs them at the same time. This
 // takes five barriers, and per key two shared-memory atomics and one compare for each other key
 // of its bin. Bins fixed in the value's top bits (block_bin_threshold.cuh) would put hundreds of
-// candidates in a bin; over the candidates' own range they hold a few (llm logits: ~10 at the
-// K-th, fp32; a bf16 value's ties, ~50).
+// candidates in a bin; over the candidates' own range they hold a few (estimated from the llm
+// logits' density: ~10 keys in the K-th key's bin in fp32 at K = 1024; in bf16 a value's ties, ~50).
 //
 // Exactness: a bin is a range of keys (bin_of is monotone), so bins in order and ranks inside
 // them are the one order of unique keys, ties included. A bin too large to rank by compares, or
@@ -34,9 +34,9 @@ constexpr unsigned kMaxRankedBinKeys = 256;
 /// evenly the keys spread).
 class RangeBins {
  public:
-  /// Bins spread over [floor, top]: the candidates' lower bound and the row's largest value.
-  __device__ __forceinline__ RangeBins(float floor, float top) : top_(ordered_bits(top + 0.0f)) {
-    const uint32_t bottom = ordered_bits(floor + 0.0f);
+  /// Bins spread over [lowest, top]: the candidates' lower bound and the row's largest value.
+  __device__ __forceinline__ RangeBins(float lowest, float top) : top_(ordered_bits(top + 0.0f)) {
+    const uint32_t bottom = ordered_bits(lowest + 0.0f);
     const uint32_t span = top_ > bottom ? top_ - bottom : 0u;
     shift_ = max(0, 32 - __clz(span) - kRangeBinBits);  // span >> shift_ < kRangeBins
   }
