@@ -7,10 +7,10 @@
 // kernel to agree on a row's threshold.
 #pragma once
 
+#include "kernels/block_scan.cuh"
 #include "kernels/block_topk.cuh"
 #include "kernels/row_segment.cuh"
 #include "kernels/topk_key.cuh"
-#include "kernels/warp_collectives.cuh"
 
 namespace softk::kernels {
 
@@ -58,27 +58,17 @@ struct BinHistogram {
   __device__ BinThreshold threshold(unsigned k) {
     __syncthreads();  // every add has landed
     const unsigned first = kBins - 1 - threadIdx.x * kBinsPerThread;  // this thread's top bin
-    // 16-byte loads: a thread's bins are contiguous, so word loads would conflict
-    // kBinsPerThread ways in the banks (measured ~1 us for the scan on an H200).
     unsigned own[kBinsPerThread];  // own[i]: bin first - i
-    const auto* quads = reinterpret_cast<const uint4*>(&counts[first + 1 - kBinsPerThread]);
+    {
+      unsigned ascending[kBinsPerThread];
+      load_words(&counts[first + 1 - kBinsPerThread], ascending);
 #pragma unroll
-    for (int q = 0; q < kBinsPerThread / 4; ++q) {
-      const uint4 v = quads[q];
-      own[kBinsPerThread - 1 - 4 * q] = v.x;
-      own[kBinsPerThread - 2 - 4 * q] = v.y;
-      own[kBinsPerThread - 3 - 4 * q] = v.z;
-      own[kBinsPerThread - 4 - 4 * q] = v.w;
+      for (int i = 0; i < kBinsPerThread; ++i) own[i] = ascending[kBinsPerThread - 1 - i];
     }
     unsigned total = 0;
 #pragma unroll
     for (int i = 0; i < kBinsPerThread; ++i) total += own[i];
-    const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const unsigned inclusive = warp_inclusive_sum(total);
-    if (lane == 31) warp_totals[warp] = inclusive;
-    __syncthreads();
-    unsigned above = inclusive - total;
-    for (unsigned w = 0; w < warp; ++w) above += warp_totals[w];
+    unsigned above = block_exclusive_sum(total, warp_totals);
     if (above < k && k <= above + total) {  // exactly one thread
       unsigned bin = first;
 #pragma unroll

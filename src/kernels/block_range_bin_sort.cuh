@@ -18,8 +18,8 @@
 
 #include <cstddef>
 
+#include "kernels/block_scan.cuh"
 #include "kernels/topk_key.cuh"
-#include "kernels/warp_collectives.cuh"
 
 namespace softk::kernels {
 
@@ -97,29 +97,15 @@ __device__ bool block_write_topk_by_range_bins(unsigned k, const ForEachKey& for
   for_each_key([&](TopkKey key) { atomicAdd(&s.places[bin_of(key)], 1u); });
   __syncthreads();
 
-  // Thread t owns bins [t kBinsPerThread, (t + 1) kBinsPerThread), loaded 16 bytes at a time
-  // (word loads would conflict kBinsPerThread ways in the banks); an exclusive scan over the
+  // Thread t owns bins [t kBinsPerThread, (t + 1) kBinsPerThread); an exclusive scan over the
   // threads gives each its first bin's place.
   const unsigned first_bin = threadIdx.x * kBinsPerThread;
   unsigned counts[kBinsPerThread];
-  const auto* quads = reinterpret_cast<const uint4*>(&s.places[first_bin]);
-#pragma unroll
-  for (int q = 0; q < kBinsPerThread / 4; ++q) {
-    const uint4 v = quads[q];
-    counts[4 * q] = v.x;
-    counts[4 * q + 1] = v.y;
-    counts[4 * q + 2] = v.z;
-    counts[4 * q + 3] = v.w;
-  }
+  load_words(&s.places[first_bin], counts);
   unsigned total = 0;
 #pragma unroll
   for (int i = 0; i < kBinsPerThread; ++i) total += counts[i];
-  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const unsigned inclusive = warp_inclusive_sum(total);
-  if (lane == 31) s.warp_totals[warp] = inclusive;
-  __syncthreads();
-  unsigned place = inclusive - total;
-  for (unsigned w = 0; w < warp; ++w) place += s.warp_totals[w];
+  unsigned place = block_exclusive_sum(total, s.warp_totals);
   unsigned firsts[kBinsPerThread];  // firsts[i]: the place of bin first_bin + i
 #pragma unroll
   for (int i = 0; i < kBinsPerThread; ++i) {

@@ -1,5 +1,5 @@
 // block_write_topk_by_range_bins (src/kernels/block_range_bin_sort.cuh), called directly by one
-// block on keys built here, so that both of its answers are seen: the op-level tests cannot
+// block on keys built from the values of each case, so that both of its answers are seen: the op-level tests cannot
 // tell whether a row was sorted by it or handed to the radix select, as both are exact. Each
 // case says which answer it must give; either way, a true must come with the exact sorted
 // top-k and a false with nothing written. Bounds past the keys' range (lowest above top, +inf,
@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
@@ -46,13 +45,11 @@ __global__ void sort_by_range_bins(GlobalKeys keys, unsigned k, float lowest, fl
   if (threadIdx.x == 0) *answer = sorted ? 1 : 0;
 }
 
-/// make_key on the host: the logit's order-preserving bits over the inverted index.
-TopkKey host_key(float x, uint32_t index) {
-  x += 0.0f;
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof(bits));
-  const uint32_t ordered = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-  return (TopkKey{ordered} << 32) | TopkKey{0xFFFFFFFFu - index};
+/// The keys of values[0, n), value i with index i: the library's own encoding, so that the
+/// test follows any change to it.
+__global__ void make_keys(const float* values, unsigned n, TopkKey* keys) {
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    keys[i] = softk::kernels::make_key(values[i], i);
 }
 
 enum class Expect { sorted, handed_back };
@@ -70,23 +67,25 @@ class RangeBinSort : public softk_test::GpuTestWithParam<Case> {};
 
 TEST_P(RangeBinSort, SortsExactlyOrHandsBackUntouched) {
   const Case& c = GetParam();
-  std::vector<TopkKey> keys;
-  for (std::size_t i = 0; i < c.values.size(); ++i) keys.push_back(host_key(c.values[i], static_cast<uint32_t>(i)));
-  std::vector<TopkKey> expected = keys;
+  const auto count = static_cast<unsigned>(c.values.size());
+  softk_test::DeviceBuffer d_values(std::max<std::size_t>(1, count) * sizeof(float));
+  softk_test::DeviceBuffer d_keys(std::max<std::size_t>(1, count) * sizeof(TopkKey));
+  softk_test::upload(d_values.get(), c.values.data(), count * sizeof(float), stream());
+  make_keys<<<4, 256, 0, stream()>>>(d_values.as<float>(), count, d_keys.as<TopkKey>());
+  ASSERT_EQ(cudaSuccess, cudaGetLastError());
+  std::vector<TopkKey> expected = softk_test::download<TopkKey>(d_keys.get(), count, stream());
   std::sort(expected.begin(), expected.end(), std::greater<TopkKey>());
   expected.resize(std::min<std::size_t>(expected.size(), c.k));
 
-  softk_test::DeviceBuffer d_keys(std::max<std::size_t>(1, keys.size()) * sizeof(TopkKey));
   softk_test::DeviceBuffer d_out(c.k * sizeof(TopkKey));
   softk_test::DeviceBuffer d_answer(sizeof(int));
-  softk_test::upload(d_keys.get(), keys.data(), keys.size() * sizeof(TopkKey), stream());
   const std::vector<TopkKey> unwritten(c.k, kUnwritten);
   softk_test::upload(d_out.get(), unwritten.data(), c.k * sizeof(TopkKey), stream());
   const std::size_t spare_bytes = softk::kernels::range_bin_sort_bytes<kThreads>(c.room != 0 ? c.room : 4096);
   ASSERT_EQ(cudaSuccess, cudaFuncSetAttribute(sort_by_range_bins, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               static_cast<int>(spare_bytes)));
   sort_by_range_bins<<<1, kThreads, spare_bytes, stream()>>>(
-      GlobalKeys{d_keys.as<TopkKey>(), static_cast<unsigned>(keys.size())}, c.k, c.lowest, c.top, spare_bytes,
+      GlobalKeys{d_keys.as<TopkKey>(), count}, c.k, c.lowest, c.top, spare_bytes,
       d_out.as<TopkKey>(), d_answer.as<int>());
   ASSERT_EQ(cudaSuccess, cudaGetLastError());
   const int answer = softk_test::download<int>(d_answer.get(), 1, stream())[0];
