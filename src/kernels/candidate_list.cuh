@@ -31,14 +31,21 @@ struct CandidateList {
 #pragma unroll
       for (int i = 0; i < W; ++i) taken |= (group.x[n][i] >= threshold ? 1u : 0u) << (n * W + i);
     unsigned slot = atomicAdd(count, static_cast<unsigned>(__popc(taken)));
+    // A lane's passing elements are walked bit by bit, a run at a time, the value picked by a
+    // select over the run: a branch for each of the N x W positions made a warp walk every
+    // position where any lane passed, one key store after another (an ncu profile of 256 x
+    // 128256 fp32 at K = 1024 had phase B issue-bound, ~26 instructions an element).
 #pragma unroll
     for (int n = 0; n < N; ++n) {
+      unsigned run_taken = (taken >> (n * W)) & ((1u << W) - 1u);
+      while (run_taken != 0) {
+        const int i = __ffs(run_taken) - 1;
+        run_taken &= run_taken - 1;
+        float value = group.x[n][0];
 #pragma unroll
-      for (int i = 0; i < W; ++i) {
-        if (taken & (1u << (n * W + i))) {
-          if (slot < capacity) keys[slot] = make_key(group.x[n][i], first_index + group.offset[n] + i);
-          ++slot;
-        }
+        for (int j = 1; j < W; ++j) value = j == i ? group.x[n][j] : value;
+        if (slot < capacity) keys[slot] = make_key(value, first_index + group.offset[n] + i);
+        ++slot;
       }
     }
   }
