@@ -90,6 +90,10 @@ enum class FusedRuns { rows, chunks };
 /// were 1.02-1.35x faster (8-1024 rows of 32000, 8-128 of 128256, 8-64 of 256000, 8-16 of 1M); with
 /// 87-180 MB, 0.79-1.02x (128-1024 rows of 256000 and 1M, 64 of 1M); with 90 MB (256-1024 rows of
 /// 128256), 1.01-1.03x. 16-bit runs list vectors everywhere: listing keys measured 0.68-0.96x.
+/// Split-k's fp32 chunks list keys at K > 256 wherever: once the key list walked a lane's passing
+/// elements bit by bit (candidate_list.cuh), keys ran 1.04-1.12x against vectors where chunks
+/// listed vectors (1-16 rows of 1M-16M under auto), 1.00 elsewhere; rows stay as they were: rows
+/// of 50257 lost with keys (0.94-0.96x), and rows of 32000 read whole gained nothing (H200).
 ///
 /// A long prefix (at least 1/8 of the run, against 1/32 at K <= 48) puts tau closer to the run's
 /// K-th logit, so phase B lists fewer candidates and the select after it is shorter: a trace of
@@ -123,7 +127,7 @@ void with_fused_core_shape(int32_t k, int64_t run_length, int64_t runs, FusedRun
     prefix_divisor = 1;
   with_seed_count(k, [&](auto seeds) {
     if constexpr (sizeof(T) == 4 && decltype(seeds)::value == 4) {
-      if (!fits_l2(prefix_length(run_length, k, true, prefix_divisor))) {
+      if (kind == FusedRuns::chunks || !fits_l2(prefix_length(run_length, k, true, prefix_divisor))) {
         f(seeds, std::false_type{}, prefix_divisor);
         return;
       }
