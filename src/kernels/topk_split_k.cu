@@ -60,6 +60,14 @@ constexpr int64_t kMergeFriendlyCandidates = 8192;
 /// 8 chunks 142 us, 32 chunks 96 us): the merge then takes up to this many.
 constexpr int64_t kMaxChunkElements = 131072;
 constexpr int64_t kMaxMergeCandidates = 32768;
+/// At K > kLargeK, where those chunks would pass kLongChunkElements and the batch leaves a row
+/// twice as many blocks, the merge takes twice as many: 1 x 64M at K = 1024 streamed in 32 chunks
+/// of 2M (32 blocks for 132 SMs) at 330 us f32, 295 bf16, and in 64 of 1M at 230 and 218; 2 x 64M
+/// 1.30-1.36x, 4 x 64M 1.01-1.05x (H200, two runs). Not at K <= kLargeK (1 x 64M at K = 256
+/// 0.78-0.90x), for shorter chunks (4 x 16M bf16 at K = 1024 0.84x), or for 33 chunks instead of
+/// 32 (8 x 64M f32 0.98x).
+constexpr int64_t kLongChunkElements = int64_t{1} << 20;
+constexpr int64_t kMaxMergeCandidatesForLongChunks = 2 * kMaxMergeCandidates;
 /// Chunks up to this long take the histogram path: a shared-memory add per element is cheap
 /// while a thread holds a few elements; past it the fused core's prefix threshold, which skips
 /// most elements with one compare, wins (1 x 4M f32, K = 1, 16K-element chunks, H200: 25.0 us
@@ -93,7 +101,10 @@ SplitTopkPlan plan_for(int64_t vocab, int32_t k, int sm_count, int64_t batch_row
   const int64_t target = std::max<int64_t>(kMinChunkElements, (vocab + blocks_per_row - 1) / blocks_per_row);
   const int64_t merge_friendly = std::max<int64_t>(1, kMergeFriendlyCandidates / k);
   const int64_t streaming = (vocab + kMaxChunkElements - 1) / kMaxChunkElements;
-  const int64_t chunk_cap = std::min(std::max(merge_friendly, streaming), std::max<int64_t>(1, kMaxMergeCandidates / k));
+  const int64_t usual_cap = std::max<int64_t>(1, kMaxMergeCandidates / k);
+  const bool long_chunks = k > kLargeK && vocab / usual_cap > kLongChunkElements && blocks_per_row >= 2 * usual_cap;
+  const int64_t merge_cap = long_chunks ? kMaxMergeCandidatesForLongChunks : kMaxMergeCandidates;
+  const int64_t chunk_cap = std::min(std::max(merge_friendly, streaming), std::max<int64_t>(1, merge_cap / k));
   int64_t chunks = std::clamp<int64_t>((vocab + target - 1) / target, 1, chunk_cap);
   int64_t length = (vocab + chunks - 1) / chunks;
   length = (length + 15) / 16 * 16;  // chunks after the first keep the row's 16-byte phase
