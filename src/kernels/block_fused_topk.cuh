@@ -8,9 +8,9 @@
 //           logit: every winner is >= tau.
 //  Phase B  re-reads the prefix (from L2) and streams the rest, folding the rest into the
 //           state and listing every logit >= tau in shared memory: the 16-byte vectors that
-//           hold one (candidate_vectors.cuh), or for fp32 runs at K > 256 whose prefixes
-//           would not stay in L2 the keys themselves (candidate_list.cuh). A group of elements
-//           whose maximum is below tau costs one compare.
+//           hold one (candidate_vectors.cuh), or the keys themselves (candidate_list.cuh) for
+//           fp32 runs at K > 256 that are split-k chunks or whose prefixes would not stay in
+//           L2. A group of elements whose maximum is below tau costs one compare.
 // The caller selects from the list: the fused kernel the sorted top-K (a counting sort over bins
 // of the candidates' range, block_range_bin_sort.cuh, else a radix select and a sort), a split-k
 // chunk its top-K for the merge (the same counting sort, else a radix select: in no order).

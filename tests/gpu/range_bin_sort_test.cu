@@ -1,8 +1,8 @@
 // block_write_topk_by_range_bins (src/kernels/block_range_bin_sort.cuh), called directly by one
-// block on keys built from the values of each case, so that both of its answers are seen: the op-level tests cannot
-// tell whether a row was sorted by it or handed to the radix select, as both are exact. Each
-// case says which answer it must give; either way, a true must come with the exact sorted
-// top-k and a false with nothing written. Bounds past the keys' range (lowest above top, +inf,
+// block on the keys of each case's values, so that both of its answers are seen: the op-level
+// tests cannot tell whether a row was sorted by it or handed to the radix select, as both are
+// exact. Each case says which answer it must give; either way, a true must come with the exact
+// sorted top-k and a false with nothing written. Bounds past the keys' range (lowest above top, +inf,
 // -inf), one value for every key, a cut in the last bin, too few keys and too little room.
 #include <gtest/gtest.h>
 
