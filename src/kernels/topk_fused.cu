@@ -40,8 +40,7 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   const TopkKey* sorted = found.with_key_source(row_run, [&](const auto& keys) {
     return block_topk_sorted<kFusedThreads, kSignificantBits<T>>(k, keys, shared.storage);
   });
-  for (unsigned j = threadIdx.x; j < k; j += kFusedThreads)
-    write_topk_entry(sorted[j], normalizer, problem.log_probs, probs + j, indices + j);
+  for (unsigned j = threadIdx.x; j < k; j += kFusedThreads) write(j, sorted[j]);
 }
 
 }  // namespace
