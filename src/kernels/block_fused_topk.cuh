@@ -31,6 +31,7 @@
 #include "kernels/kernel_launch.hpp"
 #include "kernels/row_segment.cuh"
 #include "kernels/softmax_passes.cuh"
+#include "kernels/staged_stream.cuh"
 #include "kernels/topk_buffer.cuh"
 #include "kernels/topk_launch.hpp"
 
@@ -43,6 +44,9 @@ constexpr int kFusedBlocksPerSm = 2;
 /// fit an SM with room to spare for L1, which holds the streaming loads in flight (a 96 KB list
 /// measured 9% slower on a 64M-token row: H200, f32).
 constexpr std::size_t kCandidateBytes = 64 * 1024;
+/// Past the list, where phase B's stream is staged (staged_stream.cuh): 32 KB, so two blocks
+/// still fit an SM (2 x (96 KB + ~10 KB static) of its 228 KB).
+constexpr std::size_t kPhaseBStageBytes = kStagedStreamBytes<kStreamUnroll, kFusedThreads>;
 
 /// Elements in phase A, a multiple of 16 so that phase B's vectors keep the run's 16-byte phase and
 /// at least 4 x K. Phase B lists about K / (prefix fraction) elements, since tau is about the
@@ -74,12 +78,22 @@ void with_seed_count(int32_t k, F&& f) {
 /// What a fused core's runs are: whole rows (the fused kernel) or chunks of rows (split-k).
 enum class FusedRuns { rows, chunks };
 
-/// Calls f(seeds, lists_vectors, prefix_divisor): two integral constants, the seed count for k
-/// (with_seed_count) and which list the core keeps, and the prefix's floor (prefix_length), for a
-/// launch of `runs` runs of run_length elements. Both depend on the runs resident at once:
-/// under per_batch sizing those of this launch, at most a wave; under per_row a full wave, so that
-/// a row's bits never depend on its batch (both decide the prefix, and so the order in which
-/// (m, d) is summed).
+/// The runtime half of a fused core's shape (with_fused_core_shape), the same for every block of
+/// a launch.
+struct FusedCoreShape {
+  int32_t prefix_divisor;  ///< the prefix's floor (prefix_length)
+  bool staged_rest;        ///< phase B streams the rest staged (staged_stream.cuh)
+
+  /// The dynamic shared memory of a block: the candidate list, and the stage where used.
+  std::size_t dynamic_bytes() const { return kCandidateBytes + (staged_rest ? kPhaseBStageBytes : 0); }
+};
+
+/// Calls f(seeds, lists_vectors, shape): two integral constants, the seed count for k
+/// (with_seed_count) and which list the core keeps, and the FusedCoreShape, for a launch of
+/// `runs` runs of run_length elements. The list and the prefix depend on the runs resident at
+/// once: under per_batch sizing those of this launch, at most a wave; under per_row a full wave,
+/// so that a row's bits never depend on its batch (both decide the prefix, and so the order in
+/// which (m, d) is summed).
 ///
 /// Vectors make phase B cheaper (bf16: 1.1-1.3x at K = 50 and 1024; fp32 at K = 1024, where a trace
 /// had phase B's slowest thread listing keys end ~8 us after its first) but hold fewer entries, so
@@ -113,6 +127,14 @@ enum class FusedRuns { rows, chunks };
 /// rows of 32000 ran 1.03-1.14x (8-1024 rows), rows of 50257 0.85-0.97x, of 128256 and 256000
 /// 0.87-0.98x (bf16); split-k's chunks lost too (64 rows of 128256 and 256000 under auto, fp32:
 /// 0.95x), so they keep 2/3.
+///
+/// Phase B's rest is staged where a launch has at most one block an SM: a block's 16 warps alone
+/// cannot hide their compute between rounds of loads, and the staged stream keeps the next round
+/// in flight through it. Measured (H200, one run, all launches staged): 64 rows of 128256-256000
+/// 1.03-1.15x, split-k launches of 32-128 chunk blocks at K = 1024 1.07-1.16x (1 x 64M f32 232 ->
+/// 200 us); where two blocks share an SM, 0.96-1.01x at K <= 256 (256 rows, 16-32 rows of 1M-4M,
+/// 4 x 64M): their warps already overlap one another's loads, and the stage costs the SM's L1
+/// 32 KB a block. (Staging changes no result: the groups and their order are the same.)
 constexpr int64_t kWholePrefixMaxLength = 32768;
 template <typename T, typename F>
 void with_fused_core_shape(int32_t k, int64_t run_length, int64_t runs, FusedRuns kind, SplitSizing sizing,
@@ -125,25 +147,27 @@ void with_fused_core_shape(int32_t k, int64_t run_length, int64_t runs, FusedRun
   int32_t prefix_divisor = k > 1 && fits_l2(run_length / kLongPrefixDivisor) ? kLongPrefixDivisor : 0;
   if (kind == FusedRuns::rows && k > 256 && run_length <= kWholePrefixMaxLength && fits_l2(run_length))
     prefix_divisor = 1;
+  const FusedCoreShape shape{prefix_divisor, runs <= device.sm_count};
   with_seed_count(k, [&](auto seeds) {
     if constexpr (sizeof(T) == 4 && decltype(seeds)::value == 4) {
       if (kind == FusedRuns::chunks || !fits_l2(prefix_length(run_length, k, true, prefix_divisor))) {
-        f(seeds, std::false_type{}, prefix_divisor);
+        f(seeds, std::false_type{}, shape);
         return;
       }
     }
-    f(seeds, std::true_type{}, prefix_divisor);
+    f(seeds, std::true_type{}, shape);
   });
 }
 
-/// Launches `kernel` (a kernel running block_fused_candidates) with its candidate list in dynamic
-/// shared memory. Static + dynamic shared memory passes the 48 KB default, so the kernel opts in
-/// first (a per-device attribute, hence on every launch).
+/// Launches `kernel` (a kernel running block_fused_candidates) with its candidate list, and the
+/// stage where `shape` has one, in dynamic shared memory. Static + dynamic shared memory passes
+/// the 48 KB default, so the kernel opts in first (a per-device attribute, hence on every launch).
 template <typename... Params, typename... Args>
-void launch_with_candidate_list(void (*kernel)(Params...), dim3 grid, const LaunchContext& launch, const Args&... args) {
-  SOFTK_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kCandidateBytes)));
-  KernelLaunch(grid, kFusedThreads, kCandidateBytes, launch.stream).programmatic(launch.programmatic)(kernel, args...);
+void launch_with_candidate_list(void (*kernel)(Params...), dim3 grid, const LaunchContext& launch,
+                                const FusedCoreShape& shape, const Args&... args) {
+  const std::size_t bytes = shape.dynamic_bytes();
+  SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  KernelLaunch(grid, kFusedThreads, bytes, launch.stream).programmatic(launch.programmatic)(kernel, args...);
 }
 
 struct FusedTopkShared {
@@ -197,16 +221,16 @@ struct FusedCandidates {
 };
 
 /// Phases A and B over the run data[0, length), whose element 0 is token first_index of the row;
-/// k <= min(length, kMaxFastTopK). kListsVectors, prefix_divisor: which list phase B keeps, and how
-/// long the prefix is (with_fused_core_shape). Called by all kFusedThreads threads.
-/// candidate_storage: kCandidateBytes of shared memory, 16-byte aligned. Starts with no barrier
-/// and ends on one.
+/// k <= min(length, kMaxFastTopK). kListsVectors, shape: which list phase B keeps, how long the
+/// prefix is and whether the rest is staged (with_fused_core_shape). Called by all kFusedThreads
+/// threads. candidate_storage: shape.dynamic_bytes() of shared memory, 16-byte aligned: the list,
+/// then the stage. Starts with no barrier and ends on one.
 template <typename T, int LA, bool kListsVectors>
 __device__ FusedCandidates block_fused_candidates(const T* data, int64_t first_index, int64_t length, unsigned k,
-                                                  float k_exp, int32_t prefix_divisor, void* candidate_storage,
+                                                  float k_exp, const FusedCoreShape& shape, void* candidate_storage,
                                                   FusedTopkShared& shared) {
   constexpr int kThreads = kFusedThreads;
-  const int64_t split = prefix_length(length, static_cast<int32_t>(k), kListsVectors, prefix_divisor);
+  const int64_t split = prefix_length(length, static_cast<int32_t>(k), kListsVectors, shape.prefix_divisor);
   const RowSegment<T> prefix(data, first_index, split);
   const RowSegment<T> rest(data + split, first_index + split, length - split);
 
@@ -257,10 +281,16 @@ __device__ FusedCandidates block_fused_candidates(const T* data, int64_t first_i
   // 1.02-1.06x, elsewhere 0.99-1.01x (H200, one run). Not with fewer seeds: K = 256 on rows of
   // 32000 fp32 read 0.98-0.99x, and K = 1 split-k chunks 0.97x with the paired loop beside theirs.
   constexpr int kRestTailLoads = LA == 4 ? 2 : 1;
-  for_each_element<kStreamUnroll, kRestTailLoads>(rest, threadIdx.x, kThreads, [&](const auto& group) {
+  const auto fold_and_offer = [&](const auto& group) {
     accumulate(state, group, k_exp);
     list.offer(group, rest.first_index);
-  });
+  };
+  if (shape.staged_rest) {  // block-uniform
+    RawVector* stage = static_cast<RawVector*>(candidate_storage) + kCandidateBytes / sizeof(RawVector);
+    for_each_element_staged<kStreamUnroll, kRestTailLoads>(rest, stage, threadIdx.x, kThreads, fold_and_offer);
+  } else {
+    for_each_element<kStreamUnroll, kRestTailLoads>(rest, threadIdx.x, kThreads, fold_and_offer);
+  }
   // block_reduce starts with a barrier: after it every append is visible.
   const SoftmaxState total = block_reduce<kThreads / 32>(state, k_exp, shared.scratch);
   if (status_of(total) == RowStatus::has_nan) return {total, nullptr, 0, threshold};  // block-uniform

@@ -92,39 +92,38 @@ __device__ __forceinline__ float run_max(const ElementGroup<N, W>& group, int n)
 template <int UNROLL, int W>
 constexpr int kGroupVectors = UNROLL * W > 16 ? 16 / W : UNROLL;
 
-/// Visits body vectors thread, thread + threads, ... of `segment`, each fetched by load(v)
-/// (from global memory, or from a copy of the body held in shared memory). UNROLL vectors go
-/// at a time (all fetched before any is used, so each thread keeps UNROLL 16-byte loads in
-/// flight), visited as groups of kGroupVectors vectors; a thread's last (fewer than UNROLL)
-/// vectors come as ElementGroup<1, W>, fetched kTailLoads (1 or 2) at a time.
-template <int UNROLL, int kTailLoads = 1, typename T, typename Load, typename Visit>
-__device__ __forceinline__ void for_each_body_vector(const RowSegment<T>& segment, Load&& load, int thread, int threads,
-                                                     Visit&& visit) {
+/// Visits a thread's round of UNROLL body vectors, raw[u] being vector v + u x threads, as
+/// groups of kGroupVectors vectors.
+template <int UNROLL, typename T, typename Visit>
+__device__ __forceinline__ void visit_round(const RowSegment<T>& segment, const RawVector (&raw)[UNROLL], int64_t v,
+                                            int threads, Visit&& visit) {
+  constexpr int W = RowSegment<T>::kWidth;
+  constexpr int G = kGroupVectors<UNROLL, W>;
+  static_assert(UNROLL % G == 0, "UNROLL must split into whole groups");
+#pragma unroll
+  for (int g = 0; g < UNROLL; g += G) {
+    ElementGroup<G, W> group;
+#pragma unroll
+    for (int u = 0; u < G; ++u) {
+      widen<T>(raw[g + u], group.x[u]);
+      group.offset[u] = segment.body_offset(v + int64_t{g + u} * threads);
+    }
+    visit(group);
+  }
+}
+
+/// Visits a thread's last body vectors, v, v + threads, ... (fewer than a round), as
+/// ElementGroup<1, W>, fetched by load(v) kTailLoads (1 or 2) at a time.
+template <int kTailLoads, typename T, typename Load, typename Visit>
+__device__ __forceinline__ void visit_last_vectors(const RowSegment<T>& segment, Load&& load, int64_t v, int threads,
+                                                   Visit&& visit) {
   constexpr int W = RowSegment<T>::kWidth;
   const int64_t vectors = segment.body_vectors;
-  int64_t v = thread;
-  for (; v + int64_t{UNROLL - 1} * threads < vectors; v += int64_t{UNROLL} * threads) {
-    RawVector raw[UNROLL];
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) raw[u] = load(v + int64_t{u} * threads);
-    constexpr int G = kGroupVectors<UNROLL, W>;
-    static_assert(UNROLL % G == 0, "UNROLL must split into whole groups");
-#pragma unroll
-    for (int g = 0; g < UNROLL; g += G) {
-      ElementGroup<G, W> group;
-#pragma unroll
-      for (int u = 0; u < G; ++u) {
-        widen<T>(raw[g + u], group.x[u]);
-        group.offset[u] = segment.body_offset(v + int64_t{g + u} * threads);
-      }
-      visit(group);
-    }
-  }
-  // A thread's last (fewer than UNROLL) vectors: fetched one at a time, each waits a round trip
-  // (a 1/32 prefix of 256000 fp32 logits leaves three a thread: phase A took 4.0 us there, 1.3
-  // where it leaves one; H200 trace). Two at a time where nothing else hides that latency and the
-  // registers allow (the fused core's prefix); elsewhere it measured 0.95-1.09x, the losses at
-  // rows of 32000, and three at once spill in the 16-bit fused kernels.
+  // Fetched one at a time, each waits a round trip (a 1/32 prefix of 256000 fp32 logits leaves
+  // three a thread: phase A took 4.0 us there, 1.3 where it leaves one; H200 trace). Two at a
+  // time where nothing else hides that latency and the registers allow (the fused core's
+  // prefix); elsewhere it measured 0.95-1.09x, the losses at rows of 32000, and three at once
+  // spill in the 16-bit fused kernels.
   static_assert(kTailLoads == 1 || kTailLoads == 2, "one or two tail loads in flight");
   if constexpr (kTailLoads == 2) {
     for (; v + threads < vectors; v += 2 * int64_t{threads}) {
@@ -146,17 +145,42 @@ __device__ __forceinline__ void for_each_body_vector(const RowSegment<T>& segmen
   }
 }
 
-/// Visits every element of `segment` once across `threads` cooperating threads, read from
-/// global memory: the scalar head and tail as ElementGroup<1, 1>, the body as
-/// for_each_body_vector groups.
-template <int UNROLL, int kTailLoads = 1, typename T, typename Visit>
-__device__ __forceinline__ void for_each_element(const RowSegment<T>& segment, int thread, int threads, Visit&& visit) {
+/// Visits body vectors thread, thread + threads, ... of `segment`, each fetched by load(v)
+/// (from global memory, or from a copy of the body held in shared memory). UNROLL vectors go
+/// at a time (all fetched before any is used, so each thread keeps UNROLL 16-byte loads in
+/// flight), visited as groups of kGroupVectors vectors; a thread's last (fewer than UNROLL)
+/// vectors come as ElementGroup<1, W>, fetched kTailLoads (1 or 2) at a time.
+template <int UNROLL, int kTailLoads = 1, typename T, typename Load, typename Visit>
+__device__ __forceinline__ void for_each_body_vector(const RowSegment<T>& segment, Load&& load, int thread, int threads,
+                                                     Visit&& visit) {
+  const int64_t vectors = segment.body_vectors;
+  int64_t v = thread;
+  for (; v + int64_t{UNROLL - 1} * threads < vectors; v += int64_t{UNROLL} * threads) {
+    RawVector raw[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) raw[u] = load(v + int64_t{u} * threads);
+    visit_round(segment, raw, v, threads, visit);
+  }
+  visit_last_vectors<kTailLoads>(segment, load, v, threads, visit);
+}
+
+/// Visits the scalar head and tail of `segment` as ElementGroup<1, 1>, read from global memory.
+template <typename T, typename Visit>
+__device__ __forceinline__ void visit_edges(const RowSegment<T>& segment, int thread, int threads, Visit&& visit) {
   for (int e = thread; e < segment.edges(); e += threads) {
     ElementGroup<1, 1> group;
     group.offset[0] = segment.edge_offset(e);
     group.x[0][0] = to_float(segment.data[group.offset[0]]);
     visit(group);
   }
+}
+
+/// Visits every element of `segment` once across `threads` cooperating threads, read from
+/// global memory: the scalar head and tail as ElementGroup<1, 1>, the body as
+/// for_each_body_vector groups.
+template <int UNROLL, int kTailLoads = 1, typename T, typename Visit>
+__device__ __forceinline__ void for_each_element(const RowSegment<T>& segment, int thread, int threads, Visit&& visit) {
+  visit_edges(segment, thread, threads, visit);
   const RawVector* body = segment.body();
   for_each_body_vector<UNROLL, kTailLoads>(
       segment, [&](int64_t v) { return load_vector(body + v); }, thread, threads, visit);

@@ -12,7 +12,7 @@ namespace {
 
 template <typename T, int LA, bool kListsVectors>
 __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
-    topk_fused_kernel(TopkProblem problem, int32_t prefix_divisor) {
+    topk_fused_kernel(TopkProblem problem, FusedCoreShape shape) {
   extern __shared__ RawVector candidate_storage[];
   __shared__ FusedTopkShared shared;
   enter_after_previous_grid();
@@ -21,7 +21,7 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   const auto k = static_cast<unsigned>(problem.k);
   const RowSegment<T> row_run(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
   const FusedCandidates found =
-      block_fused_candidates<T, LA, kListsVectors>(row_run.data, 0, problem.vocab, k, problem.k_exp, prefix_divisor,
+      block_fused_candidates<T, LA, kListsVectors>(row_run.data, 0, problem.vocab, k, problem.k_exp, shape,
                                                    candidate_storage, shared);
   const Normalizer normalizer(found.state, problem.k_exp);
   if (threadIdx.x == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
@@ -62,10 +62,10 @@ void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, con
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
     with_fused_core_shape<T>(problem.k, problem.vocab, problem.rows, FusedRuns::rows, sizing, device,
-                             [&](auto seeds, auto vectors, int32_t prefix_divisor) {
+                             [&](auto seeds, auto vectors, const FusedCoreShape& shape) {
                                launch_with_candidate_list(
                                    topk_fused_kernel<T, decltype(seeds)::value, decltype(vectors)::value>,
-                                   dim3(static_cast<unsigned>(problem.rows)), block_launch, problem, prefix_divisor);
+                                   dim3(static_cast<unsigned>(problem.rows)), block_launch, shape, problem, shape);
                              });
   });
 }

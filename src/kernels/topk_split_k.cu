@@ -170,14 +170,14 @@ __device__ unsigned list_exact_top_k(const ChunkSlot<T>& at, const Keys& keys, B
 template <typename T, int LA, bool kListsVectors>
 __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
     topk_split_k_fused_chunk_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w,
-                                    int32_t prefix_divisor) {
+                                    FusedCoreShape shape) {
   extern __shared__ RawVector candidate_storage[];
   __shared__ FusedTopkShared shared;
   let_next_grid_launch();  // the merge may launch now: it waits for this grid to complete
 
   const ChunkSlot<T> at(problem, plan, w);
   const FusedCandidates found = block_fused_candidates<T, LA, kListsVectors>(
-      at.chunk.data, at.chunk.first_index, at.chunk.length, at.k, problem.k_exp, prefix_divisor, candidate_storage,
+      at.chunk.data, at.chunk.first_index, at.chunk.length, at.k, problem.k_exp, shape, candidate_storage,
       shared);
   if (threadIdx.x == 0) w.states[at.slot] = found.state;
   if (status_of(found.state) == RowStatus::has_nan) {  // block-uniform; the merge writes a NaN row
@@ -336,10 +336,10 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
     }
     with_fused_core_shape<T>(
         problem.k, plan.chunk_length, problem.rows * plan.chunks, FusedRuns::chunks, sizing, device,
-        [&](auto seeds, auto vectors, int32_t prefix_divisor) {
+        [&](auto seeds, auto vectors, const FusedCoreShape& shape) {
           launch_with_candidate_list(
               topk_split_k_fused_chunk_kernel<T, decltype(seeds)::value, decltype(vectors)::value>, grid, ordinary,
-              problem, plan, w, prefix_divisor);
+              shape, problem, plan, w, shape);
         });
   });
   // The merge goes programmatically whenever the device can (not only when the caller asked):
