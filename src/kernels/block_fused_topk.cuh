@@ -82,7 +82,8 @@ enum class FusedRuns { rows, chunks };
 /// a launch.
 struct FusedCoreShape {
   int32_t prefix_divisor;  ///< the prefix's floor (prefix_length)
-  bool staged_rest;        ///< phase B streams the rest staged (staged_stream.cuh)
+  bool staged_prefix;      ///< phases A and B stream the prefix staged (staged_stream.cuh); K > 256 only
+  bool staged_rest;        ///< phase B streams the rest staged; true where staged_prefix is
 
   /// The dynamic shared memory of a block: the candidate list, and the stage where used.
   std::size_t dynamic_bytes() const { return kCandidateBytes + (staged_rest ? kPhaseBStageBytes : 0); }
@@ -134,8 +135,15 @@ struct FusedCoreShape {
 /// 1.03-1.15x, split-k launches of 32-128 chunk blocks at K = 1024 1.07-1.16x (1 x 64M f32 232 ->
 /// 200 us); where two blocks share an SM, 0.96-1.01x at K <= 256 (256 rows, 16-32 rows of 1M-4M,
 /// 4 x 64M): their warps already overlap one another's loads, and the stage costs the SM's L1
-/// 32 KB a block. (Staging changes no result: the groups and their order are the same.)
+/// 32 KB a block. At K > 256 a run longer than kStagedPrefixMinLength stages the rest in every
+/// launch, and the prefix's two loops too: four seeds a thread make phase A's visits long, and
+/// the prefix is long (1/4 to 2/3 of the run). Against the rest alone staged where one block has
+/// an SM (H200, two runs): K = 1024 on 256-1024 rows of 128256 and 256000 1.01-1.08x, 64 rows of
+/// 256000 1.05-1.16x, split-k 1.01-1.08x (1 x 64M f32 200 -> 185 us); but rows of 50257 0.90-0.98x
+/// and of 32000 0.98-1.00x, hence the floor; the prefix staged at K <= 256 read 0.95-1.01x.
+/// (Staging changes no result: the groups and their order are the same.)
 constexpr int64_t kWholePrefixMaxLength = 32768;
+constexpr int64_t kStagedPrefixMinLength = 65536;
 template <typename T, typename F>
 void with_fused_core_shape(int32_t k, int64_t run_length, int64_t runs, FusedRuns kind, SplitSizing sizing,
                            const DeviceInfo& device, F&& f) {
@@ -147,7 +155,8 @@ void with_fused_core_shape(int32_t k, int64_t run_length, int64_t runs, FusedRun
   int32_t prefix_divisor = k > 1 && fits_l2(run_length / kLongPrefixDivisor) ? kLongPrefixDivisor : 0;
   if (kind == FusedRuns::rows && k > 256 && run_length <= kWholePrefixMaxLength && fits_l2(run_length))
     prefix_divisor = 1;
-  const FusedCoreShape shape{prefix_divisor, runs <= device.sm_count};
+  const bool staged_prefix = k > 256 && run_length > kStagedPrefixMinLength;
+  const FusedCoreShape shape{prefix_divisor, staged_prefix, staged_prefix || runs <= device.sm_count};
   with_seed_count(k, [&](auto seeds) {
     if constexpr (sizeof(T) == 4 && decltype(seeds)::value == 4) {
       if (kind == FusedRuns::chunks || !fits_l2(prefix_length(run_length, k, true, prefix_divisor))) {
@@ -240,11 +249,23 @@ __device__ FusedCandidates block_fused_candidates(const T* data, int64_t first_i
   // 128256 f32 K = 50 at 1/16: 1.03x with both passes so, 0.96x with phase A alone; H200). Not in
   // the fp16 kernel seeding four a thread, which spills so.
   constexpr int kPrefixTailLoads = std::is_same_v<T, __half> && LA == 4 ? 1 : 2;
+  // The prefix's two loops are staged only at K > 256 (four seeds a thread), so the kernels with
+  // fewer seeds hold one form of them (with_fused_core_shape says where).
+  RawVector* stage = static_cast<RawVector*>(candidate_storage) + kCandidateBytes / sizeof(RawVector);
+  const auto stream_prefix = [&](auto&& visit) {
+    if constexpr (LA == 4) {
+      if (shape.staged_prefix) {  // block-uniform
+        for_each_element_staged<kStreamUnroll, kPrefixTailLoads>(prefix, stage, threadIdx.x, kThreads, visit);
+        return;
+      }
+    }
+    for_each_element<kStreamUnroll, kPrefixTailLoads>(prefix, threadIdx.x, kThreads, visit);
+  };
 
   // Phase A.
   SoftmaxState state = empty_state();
   SeedBuffer<LA> seeds;
-  for_each_element<kStreamUnroll, kPrefixTailLoads>(prefix, threadIdx.x, kThreads, [&](const auto& group) {
+  stream_prefix([&](const auto& group) {
     using Group = std::remove_reference_t<decltype(group)>;
     accumulate(state, group, k_exp);
 #pragma unroll
@@ -274,8 +295,7 @@ __device__ FusedCandidates block_fused_candidates(const T* data, int64_t first_i
       return CandidateList{static_cast<TopkKey*>(candidate_storage), &shared.candidate_count,
                            static_cast<unsigned>(kCandidateBytes / sizeof(TopkKey)), threshold};
   }();
-  for_each_element<kStreamUnroll, kPrefixTailLoads>(prefix, threadIdx.x, kThreads,
-                                                    [&](const auto& group) { list.offer(group, prefix.first_index); });
+  stream_prefix([&](const auto& group) { list.offer(group, prefix.first_index); });
   // At K > 256 (four seeds a thread) the rest's last vectors go two at a time too, since the
   // longer select after phase B hides their latency no better: K = 1024 on rows of 32000
   // 1.02-1.06x, elsewhere 0.99-1.01x (H200, one run). Not with fewer seeds: K = 256 on rows of
@@ -286,7 +306,6 @@ __device__ FusedCandidates block_fused_candidates(const T* data, int64_t first_i
     list.offer(group, rest.first_index);
   };
   if (shape.staged_rest) {  // block-uniform
-    RawVector* stage = static_cast<RawVector*>(candidate_storage) + kCandidateBytes / sizeof(RawVector);
     for_each_element_staged<kStreamUnroll, kRestTailLoads>(rest, stage, threadIdx.x, kThreads, fold_and_offer);
   } else {
     for_each_element<kStreamUnroll, kRestTailLoads>(rest, threadIdx.x, kThreads, fold_and_offer);
