@@ -15,9 +15,14 @@
 
 namespace softk::kernels {
 
-/// Below this k the rank sort (k^2 / threads broadcast reads, one barrier) beats the bitonic
+/// Up to this k the rank sort (k^2 / threads broadcast reads, one barrier) beats the bitonic
 /// network (log^2 k barriers); above it the network wins by far (k = 1024: ~17 us vs ~2 us).
-constexpr unsigned kRankSortMaxK = 128;
+/// Measured against 128 (H200, one run, auto): the cluster kernel's K = 1024 buckets of ~130-190
+/// keys (8-16 CTAs a row, rows 1-8) 1.02-1.03x (8 x 32000 f32 8.53 -> 8.28 us), the rest
+/// 0.99-1.01x; at 256, 64 rows of 32000 at K = 256 read 0.98x. Ranking with several lanes a key
+/// (shuffles summing their counts) lost to this one thread a key, whose reads are broadcasts and
+/// unroll: 0.91-0.96x at K = 50 on rows 1-8.
+constexpr unsigned kRankSortMaxK = 192;
 
 struct BlockTopkStorage {
   RadixSelectStorage select;
