@@ -168,15 +168,16 @@ void with_fused_core_shape(int32_t k, int64_t run_length, int64_t runs, FusedRun
   });
 }
 
-/// Launches `kernel` (a kernel running block_fused_candidates) with its candidate list, and the
-/// stage where `shape` has one, in dynamic shared memory. Static + dynamic shared memory passes
-/// the 48 KB default, so the kernel opts in first (a per-device attribute, hence on every launch).
+/// Launches `kernel` (a kernel running block_fused_candidates, its last parameter the
+/// FusedCoreShape) on args..., shape, with its candidate list, and the stage where `shape` has
+/// one, in dynamic shared memory. Static + dynamic shared memory passes the 48 KB default, so the
+/// kernel opts in first (a per-device attribute, hence on every launch).
 template <typename... Params, typename... Args>
 void launch_with_candidate_list(void (*kernel)(Params...), dim3 grid, const LaunchContext& launch,
                                 const FusedCoreShape& shape, const Args&... args) {
   const std::size_t bytes = shape.dynamic_bytes();
   SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  KernelLaunch(grid, kFusedThreads, bytes, launch.stream).programmatic(launch.programmatic)(kernel, args...);
+  KernelLaunch(grid, kFusedThreads, bytes, launch.stream).programmatic(launch.programmatic)(kernel, args..., shape);
 }
 
 struct FusedTopkShared {

@@ -80,4 +80,24 @@ __device__ __forceinline__ RawVector narrow(const float (&x)[W]) {
 /// kernels count on the first read leaving the row in L2 for the second.
 __device__ __forceinline__ RawVector load_vector(const RawVector* p) { return __ldg(p); }
 
+/// Copies 16 bytes from global to shared memory without passing through a register
+/// (cp.async.cg: cached in L2 only, as the data is read once, from this copy); in flight until
+/// wait_for_vector_copies(). Before sm_80, which has no cp.async, a plain copy.
+__device__ __forceinline__ void copy_vector_async(RawVector* to_shared, const RawVector* from_global) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(to_shared))),
+               "l"(__cvta_generic_to_global(from_global))
+               : "memory");
+#else
+  *to_shared = load_vector(from_global);
+#endif
+}
+
+/// Waits until every copy_vector_async this thread issued has landed in shared memory.
+__device__ __forceinline__ void wait_for_vector_copies() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
 }  // namespace softk::kernels

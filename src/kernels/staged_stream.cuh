@@ -23,12 +23,6 @@ namespace softk::kernels {
 template <int UNROLL, int kThreads>
 constexpr std::size_t kStagedStreamBytes = std::size_t{UNROLL} * kThreads * sizeof(RawVector);
 
-/// 16 bytes global -> shared, bypassing L1 (the data is read once, from this copy).
-__device__ __forceinline__ void copy_async_16(RawVector* shared_destination, const RawVector* global_source) {
-  const auto destination = static_cast<unsigned>(__cvta_generic_to_shared(shared_destination));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(destination), "l"(global_source) : "memory");
-}
-
 /// for_each_element over `segment`, with each round of the body fetched by the thread during
 /// the round before. stage: kStagedStreamBytes<UNROLL, threads> of shared memory (16-byte
 /// aligned) used by nothing else during the call; each thread touches only its own slots, so
@@ -43,13 +37,12 @@ __device__ __forceinline__ void for_each_element_staged(const RowSegment<T>& seg
   const auto whole_round_at = [&](int64_t v) { return v + int64_t{UNROLL - 1} * threads < vectors; };
   const auto fetch_round = [&](int64_t v) {
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) copy_async_16(&stage[u * threads + thread], body + v + int64_t{u} * threads);
-    asm volatile("cp.async.commit_group;" ::: "memory");
+    for (int u = 0; u < UNROLL; ++u) copy_vector_async(&stage[u * threads + thread], body + v + int64_t{u} * threads);
   };
   int64_t v = thread;
   if (whole_round_at(v)) fetch_round(v);
   for (; whole_round_at(v); v += int64_t{UNROLL} * threads) {
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    wait_for_vector_copies();
     RawVector raw[UNROLL];
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) raw[u] = stage[u * threads + thread];

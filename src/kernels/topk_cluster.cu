@@ -287,14 +287,6 @@ struct RegisterChunk : ChunkEdges<T> {
   }
 };
 
-/// Copies 16 bytes from global to shared memory without passing through a register
-/// (cp.async; .cg: cached in L2 only, as the chunk is read from DRAM once).
-__device__ __forceinline__ void copy_vector_async(RawVector* to_shared, const RawVector* from_global) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address(to_shared)),
-               "l"(__cvta_generic_to_global(from_global))
-               : "memory");
-}
-
 /// A top-k kernel's dynamic shared memory: its ClusterShared, then (plan.shared_bytes) a
 /// SharedChunk's vectors.
 __device__ __forceinline__ unsigned char* dynamic_shared() {
@@ -337,7 +329,7 @@ struct SharedChunk : ChunkEdges<T> {
     this->load_edge();
   }
 
-  __device__ __forceinline__ void land() const { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+  __device__ __forceinline__ void land() const { wait_for_vector_copies(); }
 
   template <typename Visit>
   __device__ __forceinline__ void for_each_group(Visit&& visit) const {

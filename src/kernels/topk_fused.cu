@@ -65,7 +65,7 @@ void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, con
                              [&](auto seeds, auto vectors, const FusedCoreShape& shape) {
                                launch_with_candidate_list(
                                    topk_fused_kernel<T, decltype(seeds)::value, decltype(vectors)::value>,
-                                   dim3(static_cast<unsigned>(problem.rows)), block_launch, shape, problem, shape);
+                                   dim3(static_cast<unsigned>(problem.rows)), block_launch, shape, problem);
                              });
   });
 }

@@ -339,7 +339,7 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
         [&](auto seeds, auto vectors, const FusedCoreShape& shape) {
           launch_with_candidate_list(
               topk_split_k_fused_chunk_kernel<T, decltype(seeds)::value, decltype(vectors)::value>, grid, ordinary,
-              shape, problem, plan, w, shape);
+              shape, problem, plan, w);
         });
   });
   // The merge goes programmatically whenever the device can (not only when the caller asked):
