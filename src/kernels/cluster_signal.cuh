@@ -25,21 +25,6 @@ __device__ __forceinline__ uint32_t shared_address(const void* pointer) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
 }
 
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-
-/// A cluster barrier after which every CTA may read, remotely, what any thread of another CTA
-/// wrote into that CTA's own shared memory before it. It orders nothing else: not global
-/// memory, and not stores into another CTA's shared memory (those need cluster.sync() or a
-/// mailbox). Every thread of every CTA must call it, as for cluster.sync().
-__device__ __forceinline__ void cluster_sync_shared() {
-  asm volatile(
-      "fence.release.sync_restrict::shared::cta.cluster;\n"
-      "barrier.cluster.arrive.relaxed.aligned;\n"
-      "barrier.cluster.wait.aligned;\n"
-      "fence.acquire.sync_restrict::shared::cluster.cluster;\n" ::
-          : "memory");
-}
-
 /// An mbarrier in a CTA's shared memory that counts the bytes other CTAs send into it with
 /// send(): one phase a message. The receiver announces each message's size (expect), its
 /// threads wait for the phase, then read the message as ordinary shared memory. A send may land
@@ -84,6 +69,21 @@ struct ClusterMailbox {
     } while (done == 0);
   }
 };
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+
+/// A cluster barrier after which every CTA may read, remotely, what any thread of another CTA
+/// wrote into that CTA's own shared memory before it. It orders nothing else: not global
+/// memory, and not stores into another CTA's shared memory (those need cluster.sync() or a
+/// mailbox). Every thread of every CTA must call it, as for cluster.sync().
+__device__ __forceinline__ void cluster_sync_shared() {
+  asm volatile(
+      "fence.release.sync_restrict::shared::cta.cluster;\n"
+      "barrier.cluster.arrive.relaxed.aligned;\n"
+      "barrier.cluster.wait.aligned;\n"
+      "fence.acquire.sync_restrict::shared::cluster.cluster;\n" ::
+          : "memory");
+}
 
 /// Stores `value` at `to` in CTA `rank`'s shared memory (`to`, 16-byte aligned, and `mailbox` as
 /// laid out in this CTA's) and counts its 16 bytes in that CTA's `mailbox`. No completion is
