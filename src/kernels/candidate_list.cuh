@@ -24,7 +24,7 @@ struct CandidateList {
     // NaN compares false: NaN rows are never read back. -inf >= -inf keeps a masked row's
     // candidates when the threshold is itself -inf.
     static_assert(N * W <= 32, "one bit per element of the group");
-    if (!(group_max(group) >= threshold)) return;
+    if (!(group.max >= threshold)) return;
     unsigned taken = 0;
 #pragma unroll
     for (int n = 0; n < N; ++n)

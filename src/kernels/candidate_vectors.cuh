@@ -51,7 +51,7 @@ struct CandidateVectors {
   __device__ __forceinline__ void offer(const ElementGroup<N, W>& group, int64_t segment_first_index) const {
     // NaN compares false: NaN rows are never read back. -inf >= -inf keeps a masked row's
     // candidates when the threshold is itself -inf.
-    if (!(group_max(group) >= threshold)) return;
+    if (!(group.max >= threshold)) return;
     unsigned taken = 0;
 #pragma unroll
     for (int n = 0; n < N; ++n) taken |= (run_max(group, n) >= threshold ? 1u : 0u) << n;

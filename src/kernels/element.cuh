@@ -51,16 +51,32 @@ __device__ __forceinline__ void widen(const RawVector& raw, float (&out)[kVector
   for (int i = 0; i < kVectorWidth<T>; ++i) out[i] = to_float(elements[i]);
 }
 
+/// The two 16-bit elements of a 32-bit word, widened (low element first).
+template <typename T>
+__device__ __forceinline__ void widen_pair(uint32_t word, float (&out)[2]) {
+  const T* elements = reinterpret_cast<const T*>(&word);
+  out[0] = to_float(elements[0]);
+  out[1] = to_float(elements[1]);
+}
+
 /// bf16 is the top half of an fp32, so widening is a shift or a mask: one instruction an
 /// element, where __bfloat162float takes two for the upper element of each pair (a byte
 /// permute, then the shift). The streaming loops of bf16 rows are instruction-bound.
+template <>
+__device__ __forceinline__ void widen_pair<__nv_bfloat16>(uint32_t word, float (&out)[2]) {
+  out[0] = __uint_as_float(word << 16);
+  out[1] = __uint_as_float(word & 0xFFFF0000u);
+}
+
 template <>
 __device__ __forceinline__ void widen<__nv_bfloat16>(const RawVector& raw, float (&out)[8]) {
   const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    out[2 * i] = __uint_as_float(words[i] << 16);
-    out[2 * i + 1] = __uint_as_float(words[i] & 0xFFFF0000u);
+    float pair[2];
+    widen_pair<__nv_bfloat16>(words[i], pair);
+    out[2 * i] = pair[0];
+    out[2 * i + 1] = pair[1];
   }
 }
 

@@ -73,7 +73,7 @@ constexpr float kFmaWeightMaxExponent = 128.0f;
 /// dependency chain per group is a few levels deep rather than one step per element.
 template <int N, int W>
 __device__ __forceinline__ void accumulate(SoftmaxState& state, const ElementGroup<N, W>& group, float k) {
-  const float m = fmaxf(state.max, group_max(group));
+  const float m = fmaxf(state.max, group.max);
   float weights[N * W];
   const float m_k = m * k;
   if (fabsf(m_k) <= kFmaWeightMaxExponent) {  // false for an infinite m, and for NaN

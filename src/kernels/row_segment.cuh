@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/element.cuh"
 
@@ -46,12 +47,13 @@ struct ElementGroup {
   static constexpr int kWidth = W;
   float x[N][W];
   int64_t offset[N];
+  float max;  ///< the largest of x by fmaxf's rule (NaN only where all are): set with x (fill_runs)
 };
 
 /// One level of a pairwise tree over v[0..Width): v[i] = op(v[i], v[i + ceil(Width / 2)]).
 /// Levels recurse at compile time, so every index is a constant and v stays in registers.
-template <int Width, int S, typename Op>
-__device__ __forceinline__ void tree_level(float (&v)[S], Op op) {
+template <int Width, typename V, int S, typename Op>
+__device__ __forceinline__ void tree_level(V (&v)[S], Op op) {
   if constexpr (Width > 1) {
     constexpr int kHalf = (Width + 1) / 2;
 #pragma unroll
@@ -61,20 +63,73 @@ __device__ __forceinline__ void tree_level(float (&v)[S], Op op) {
 }
 
 /// Reduces v[0..S) pairwise as a tree (depth ceil(log2 S)), overwriting v.
-template <int S, typename Op>
-__device__ __forceinline__ float tree_reduce(float (&v)[S], Op op) {
+template <int S, typename V, typename Op>
+__device__ __forceinline__ V tree_reduce(V (&v)[S], Op op) {
   tree_level<S>(v, op);
   return v[0];
 }
 
+/// The largest element of the vectors raw[0..N) of T, by fmaxf's rule (NaN only where every
+/// element is NaN). The 16-bit types compare packed pairs (max.bf16x2 / max.f16x2 from sm_80,
+/// which drop a NaN as fmaxf does) and widen only the last pair: about half the instructions of a tree over
+/// the widened floats, in the bf16 streams that are issue-bound (optimisation log).
+template <typename T, int N>
+__device__ __forceinline__ float vectors_max(const RawVector* raw) {
+  uint32_t words[4 * N];
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+    words[4 * n] = raw[n].x;
+    words[4 * n + 1] = raw[n].y;
+    words[4 * n + 2] = raw[n].z;
+    words[4 * n + 3] = raw[n].w;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    float v[4 * N];
+#pragma unroll
+    for (int i = 0; i < 4 * N; ++i) v[i] = __uint_as_float(words[i]);
+    return tree_reduce(v, [](float a, float b) { return fmaxf(a, b); });
+  } else {
+    using Pair = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+    Pair v[4 * N];
+#pragma unroll
+    for (int i = 0; i < 4 * N; ++i) v[i] = *reinterpret_cast<const Pair*>(&words[i]);
+    const Pair top = tree_reduce(v, [](Pair a, Pair b) { return __hmax2(a, b); });
+    float pair[2];
+    widen_pair<T>(*reinterpret_cast<const uint32_t*>(&top), pair);
+    return fmaxf(pair[0], pair[1]);
+  }
+}
+
+/// Fills the runs of `group` with the widened vectors raw[0..N) of T, and its max. (The
+/// offsets are the caller's.)
+template <typename T, int N>
+__device__ __forceinline__ void fill_runs(ElementGroup<N, kVectorWidth<T>>& group, const RawVector* raw) {
+#pragma unroll
+  for (int n = 0; n < N; ++n) widen<T>(raw[n], group.x[n]);
+  group.max = vectors_max<T, N>(raw);
+}
+
+/// The largest of a group's elements by fmaxf over the widened floats: for a group filled element
+/// by element (the resident softmax pads its vectors with -inf so; fill_runs over -inf vectors
+/// grew its spills, 152 -> 160 bytes a thread at 1024 threads), and for the softmax passes,
+/// where the packed pairs measured slower (softmax_passes.cuh).
 template <int N, int W>
-__device__ __forceinline__ float group_max(const ElementGroup<N, W>& group) {
+__device__ __forceinline__ float elements_max(const ElementGroup<N, W>& group) {
   float v[N * W];
 #pragma unroll
   for (int n = 0; n < N; ++n)
 #pragma unroll
     for (int i = 0; i < W; ++i) v[n * W + i] = group.x[n][i];
   return tree_reduce(v, [](float a, float b) { return fmaxf(a, b); });
+}
+
+/// A group of the one element x at offset.
+__device__ __forceinline__ ElementGroup<1, 1> single_element_group(float x, int64_t offset) {
+  ElementGroup<1, 1> group;
+  group.x[0][0] = x;
+  group.offset[0] = offset;
+  group.max = x;
+  return group;
 }
 
 /// The maximum of run n of a group (n a compile-time constant in an unrolled loop, so the run
@@ -103,11 +158,9 @@ __device__ __forceinline__ void visit_round(const RowSegment<T>& segment, const 
 #pragma unroll
   for (int g = 0; g < UNROLL; g += G) {
     ElementGroup<G, W> group;
+    fill_runs<T>(group, raw + g);
 #pragma unroll
-    for (int u = 0; u < G; ++u) {
-      widen<T>(raw[g + u], group.x[u]);
-      group.offset[u] = segment.body_offset(v + int64_t{g + u} * threads);
-    }
+    for (int u = 0; u < G; ++u) group.offset[u] = segment.body_offset(v + int64_t{g + u} * threads);
     visit(group);
   }
 }
@@ -131,15 +184,16 @@ __device__ __forceinline__ void visit_last_vectors(const RowSegment<T>& segment,
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         ElementGroup<1, W> group;
-        widen<T>(raw[u], group.x[0]);
+        fill_runs<T>(group, raw + u);
         group.offset[0] = segment.body_offset(v + int64_t{u} * threads);
         visit(group);
       }
     }
   }
   for (; v < vectors; v += threads) {
+    const RawVector raw = load(v);
     ElementGroup<1, W> group;
-    widen<T>(load(v), group.x[0]);
+    fill_runs<T>(group, &raw);
     group.offset[0] = segment.body_offset(v);
     visit(group);
   }
@@ -168,10 +222,8 @@ __device__ __forceinline__ void for_each_body_vector(const RowSegment<T>& segmen
 template <typename T, typename Visit>
 __device__ __forceinline__ void visit_edges(const RowSegment<T>& segment, int thread, int threads, Visit&& visit) {
   for (int e = thread; e < segment.edges(); e += threads) {
-    ElementGroup<1, 1> group;
-    group.offset[0] = segment.edge_offset(e);
-    group.x[0][0] = to_float(segment.data[group.offset[0]]);
-    visit(group);
+    const int64_t offset = segment.edge_offset(e);
+    visit(single_element_group(to_float(segment.data[offset]), offset));
   }
 }
 

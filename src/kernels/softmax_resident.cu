@@ -62,9 +62,8 @@ __global__ void __launch_bounds__(Shape::kBlockThreads, 1024 / Shape::kBlockThre
   float edge = 0.0f;  // at most 2W - 2 < 32 head/tail elements: one per thread
   const bool has_edge = thread < segment.edges();
   if (has_edge) {
-    ElementGroup<1, 1> group;
-    group.x[0][0] = edge = to_float(segment.data[segment.edge_offset(thread)]);
-    accumulate(state, group, k);
+    edge = to_float(segment.data[segment.edge_offset(thread)]);
+    accumulate(state, single_element_group(edge, 0), k);
   }
   static_assert(kCached % 2 == 0, "cached vectors are folded in pairs");
   RawVector cache[kCached];
@@ -85,6 +84,7 @@ __global__ void __launch_bounds__(Shape::kBlockThreads, 1024 / Shape::kBlockThre
         for (int i = 0; i < W; ++i) group.x[u][i] = -CUDART_INF_F;
       }
     }
+    group.max = elements_max(group);
     accumulate(state, group, k);
   }
   constexpr int64_t kInRegisters = int64_t{kCached} * kThreads;
@@ -106,6 +106,7 @@ __global__ void __launch_bounds__(Shape::kBlockThreads, 1024 / Shape::kBlockThre
         ElementGroup<G, W> group;
 #pragma unroll
         for (int u = 0; u < G; ++u) widen<T>(raw[g + u], group.x[u]);
+        group.max = elements_max(group);
         accumulate(state, group, k);
       }
     }
@@ -114,6 +115,7 @@ __global__ void __launch_bounds__(Shape::kBlockThreads, 1024 / Shape::kBlockThre
       shared_row[v - kInRegisters] = raw;
       ElementGroup<1, W> group;
       widen<T>(raw, group.x[0]);
+      group.max = elements_max(group);
       accumulate(state, group, k);
     }
   }

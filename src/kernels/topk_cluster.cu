@@ -243,10 +243,7 @@ struct ChunkEdges {
   template <typename Visit>
   __device__ __forceinline__ void visit_edge(Visit&& visit) const {
     if (threadIdx.x < segment.edges()) {
-      ElementGroup<1, 1> group;
-      group.x[0][0] = edge;
-      group.offset[0] = segment.edge_offset(threadIdx.x);
-      visit(group);
+      visit(single_element_group(edge, segment.edge_offset(threadIdx.x)));
     }
   }
 };
@@ -279,7 +276,7 @@ struct RegisterChunk : ChunkEdges<T> {
       const int64_t v = threadIdx.x + int64_t{j} * kClusterThreads;
       if (v < this->segment.body_vectors) {
         ElementGroup<1, kVectorWidth<T>> group;
-        widen<T>(raw[j], group.x[0]);
+        fill_runs<T>(group, raw + j);
         group.offset[0] = this->segment.body_offset(v);
         visit(group);
       }
