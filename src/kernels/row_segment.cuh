@@ -71,8 +71,9 @@ __device__ __forceinline__ V tree_reduce(V (&v)[S], Op op) {
 
 /// The largest element of the vectors raw[0..N) of T, by fmaxf's rule (NaN only where every
 /// element is NaN). The 16-bit types compare packed pairs (max.bf16x2 / max.f16x2 from sm_80,
-/// which drop a NaN as fmaxf does) and widen only the last pair: about half the instructions of a tree over
-/// the widened floats, in the bf16 streams that are issue-bound (optimisation log).
+/// which drop a NaN as fmaxf does; __hmax2_nan would keep it) and widen only the last pair: 10
+/// instructions for a group of 16 bf16 elements where a tree over the widened floats takes 15,
+/// in streams that are issue-bound (bench/RESULTS.md, optimisation log).
 template <typename T, int N>
 __device__ __forceinline__ float vectors_max(const RawVector* raw) {
   uint32_t words[4 * N];

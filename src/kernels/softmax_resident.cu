@@ -62,8 +62,9 @@ __global__ void __launch_bounds__(Shape::kBlockThreads, 1024 / Shape::kBlockThre
   float edge = 0.0f;  // at most 2W - 2 < 32 head/tail elements: one per thread
   const bool has_edge = thread < segment.edges();
   if (has_edge) {
-    edge = to_float(segment.data[segment.edge_offset(thread)]);
-    accumulate(state, single_element_group(edge, 0), k);
+    const int64_t offset = segment.edge_offset(thread);
+    edge = to_float(segment.data[offset]);
+    accumulate(state, single_element_group(edge, offset), k);
   }
   static_assert(kCached % 2 == 0, "cached vectors are folded in pairs");
   RawVector cache[kCached];
