@@ -44,9 +44,10 @@ constexpr int kFusedBlocksPerSm = 2;
 /// fit an SM with room to spare for L1, which holds the streaming loads in flight (a 96 KB list
 /// measured 9% slower on a 64M-token row: H200, f32).
 constexpr std::size_t kCandidateBytes = 64 * 1024;
-/// Past the list, where phase B's stream is staged (staged_stream.cuh): 32 KB, so two blocks
-/// still fit an SM (2 x (96 KB + ~10 KB static) of its 228 KB).
-constexpr std::size_t kPhaseBStageBytes = kStagedStreamBytes<kStreamUnroll, kFusedThreads>;
+/// Past the list, where the staged loops stream (staged_stream.cuh: phase B's rest, and at K > 256
+/// both passes over the prefix): 32 KB, so two blocks still fit an SM (2 x (96 KB + ~10 KB
+/// static) of its 228 KB).
+constexpr std::size_t kStreamStageBytes = kStagedStreamBytes<kStreamUnroll, kFusedThreads>;
 
 /// Elements in phase A, a multiple of 16 so that phase B's vectors keep the run's 16-byte phase and
 /// at least 4 x K. Phase B lists about K / (prefix fraction) elements, since tau is about the
@@ -86,7 +87,7 @@ struct FusedCoreShape {
   bool staged_rest;        ///< phase B streams the rest staged; true where staged_prefix is
 
   /// The dynamic shared memory of a block: the candidate list, and the stage where used.
-  std::size_t dynamic_bytes() const { return kCandidateBytes + (staged_rest ? kPhaseBStageBytes : 0); }
+  std::size_t dynamic_bytes() const { return kCandidateBytes + (staged_rest ? kStreamStageBytes : 0); }
 };
 
 /// Calls f(seeds, lists_vectors, shape): two integral constants, the seed count for k

@@ -69,51 +69,10 @@ __device__ __forceinline__ V tree_reduce(V (&v)[S], Op op) {
   return v[0];
 }
 
-/// The largest element of the vectors raw[0..N) of T, by fmaxf's rule (NaN only where every
-/// element is NaN). The 16-bit types compare packed pairs (max.bf16x2 / max.f16x2 from sm_80,
-/// which drop a NaN as fmaxf does; __hmax2_nan would keep it) and widen only the last pair: 10
-/// instructions for a group of 16 bf16 elements where a tree over the widened floats takes 15,
-/// in streams that are issue-bound (bench/RESULTS.md, optimisation log).
-template <typename T, int N>
-__device__ __forceinline__ float vectors_max(const RawVector* raw) {
-  uint32_t words[4 * N];
-#pragma unroll
-  for (int n = 0; n < N; ++n) {
-    words[4 * n] = raw[n].x;
-    words[4 * n + 1] = raw[n].y;
-    words[4 * n + 2] = raw[n].z;
-    words[4 * n + 3] = raw[n].w;
-  }
-  if constexpr (std::is_same_v<T, float>) {
-    float v[4 * N];
-#pragma unroll
-    for (int i = 0; i < 4 * N; ++i) v[i] = __uint_as_float(words[i]);
-    return tree_reduce(v, [](float a, float b) { return fmaxf(a, b); });
-  } else {
-    using Pair = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
-    Pair v[4 * N];
-#pragma unroll
-    for (int i = 0; i < 4 * N; ++i) v[i] = *reinterpret_cast<const Pair*>(&words[i]);
-    const Pair top = tree_reduce(v, [](Pair a, Pair b) { return __hmax2(a, b); });
-    float pair[2];
-    widen_pair<T>(*reinterpret_cast<const uint32_t*>(&top), pair);
-    return fmaxf(pair[0], pair[1]);
-  }
-}
-
-/// Fills the runs of `group` with the widened vectors raw[0..N) of T, and its max. (The
-/// offsets are the caller's.)
-template <typename T, int N>
-__device__ __forceinline__ void fill_runs(ElementGroup<N, kVectorWidth<T>>& group, const RawVector* raw) {
-#pragma unroll
-  for (int n = 0; n < N; ++n) widen<T>(raw[n], group.x[n]);
-  group.max = vectors_max<T, N>(raw);
-}
-
-/// The largest of a group's elements by fmaxf over the widened floats: for a group filled element
-/// by element (the resident softmax pads its vectors with -inf so; fill_runs over -inf vectors
-/// grew its spills, 152 -> 160 bytes a thread at 1024 threads), and for the softmax passes,
-/// where the packed pairs measured slower (softmax_passes.cuh).
+/// The largest of a group's elements by fmaxf over the widened floats: for fp32 groups, for a
+/// group filled element by element (the resident softmax pads its vectors with -inf so; fill_runs
+/// over -inf vectors grew its spills, 152 -> 160 bytes a thread at 1024 threads), and for the
+/// softmax passes, where the packed pairs of packed_pairs_max measured slower (softmax_passes.cuh).
 template <int N, int W>
 __device__ __forceinline__ float elements_max(const ElementGroup<N, W>& group) {
   float v[N * W];
@@ -122,6 +81,41 @@ __device__ __forceinline__ float elements_max(const ElementGroup<N, W>& group) {
 #pragma unroll
     for (int i = 0; i < W; ++i) v[n * W + i] = group.x[n][i];
   return tree_reduce(v, [](float a, float b) { return fmaxf(a, b); });
+}
+
+/// The largest element of the vectors raw[0..N) of a 16-bit T, by fmaxf's rule (NaN only where
+/// every element is NaN), compared as packed pairs (max.bf16x2 / max.f16x2 from sm_80, which drop
+/// a NaN as fmaxf does; __hmax2_nan would keep it), only the last pair widened: 10 instructions
+/// for a group of 16 bf16 elements where elements_max takes 15, in streams that are issue-bound
+/// (bench/RESULTS.md, optimisation log).
+template <typename T, int N>
+__device__ __forceinline__ float packed_pairs_max(const RawVector* raw) {
+  static_assert(sizeof(T) == 2, "16-bit elements, two a word");
+  using Pair = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+  Pair v[4 * N];
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+    const uint32_t words[4] = {raw[n].x, raw[n].y, raw[n].z, raw[n].w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[4 * n + i] = *reinterpret_cast<const Pair*>(&words[i]);
+  }
+  const Pair top = tree_reduce(v, [](Pair a, Pair b) { return __hmax2(a, b); });
+  float pair[2];
+  widen_pair<T>(*reinterpret_cast<const uint32_t*>(&top), pair);
+  return fmaxf(pair[0], pair[1]);
+}
+
+/// Fills the runs of `group` with the widened vectors raw[0..N) of T, and its max. (The
+/// offsets are the caller's.)
+template <typename T, int N>
+__device__ __forceinline__ void fill_runs(ElementGroup<N, kVectorWidth<T>>& group, const RawVector* raw) {
+#pragma unroll
+  for (int n = 0; n < N; ++n) widen<T>(raw[n], group.x[n]);
+  if constexpr (sizeof(T) == 4) {
+    group.max = elements_max(group);
+  } else {
+    group.max = packed_pairs_max<T, N>(raw);
+  }
 }
 
 /// A group of the one element x at offset.
