@@ -3,7 +3,8 @@
 // list of keys that holds its exact top-K.
 //
 //  Phase A  streams a prefix of the run: folds it into the softmax state and keeps each
-//           thread's top-LA logits in registers (branch-free). A block radix select over those
+//           thread's top-LA logits in registers (branch-free; for 16-bit runs at K > 256, the
+//           top-LA maxima of its 16-byte vectors). A block radix select over those
 //           gives tau, the K-th largest logit of a subset of the run, so tau <= the run's K-th
 //           logit: every winner is >= tau.
 //  Phase B  re-reads the prefix (from L2) and streams the rest, folding the rest into the
@@ -68,7 +69,8 @@ __host__ __device__ __forceinline__ int64_t prefix_length(int64_t length, int32_
 /// Seeds per thread for a given K: the K-th largest of the 512 x LA seeds must exist
 /// (512 LA >= K) and sit close to the prefix's own K-th logit, so that tau filters tightly: LA
 /// well above the K / 512 winners a thread holds on average. Each slot costs two fmaxf/fminf
-/// per element of the prefix.
+/// per seed pushed: one a prefix element, or one a 16-byte vector where the seeds are the
+/// vectors' maxima (with_fused_core_shape says where).
 template <typename F>
 void with_seed_count(int32_t k, F&& f) {
   if (k <= 64) f(std::integral_constant<int, 1>{});
@@ -90,10 +92,10 @@ struct FusedCoreShape {
   std::size_t dynamic_bytes() const { return kCandidateBytes + (staged_rest ? kStreamStageBytes : 0); }
 };
 
-/// Calls f(seeds, lists_vectors, shape): two integral constants, the seed count for k
-/// (with_seed_count) and which list the core keeps, and the FusedCoreShape, for a launch of
-/// `runs` runs of run_length elements. The list and the prefix depend on the runs resident at
-/// once: under per_batch sizing those of this launch, at most a wave; under per_row a full wave,
+/// Calls f(seeds, lists_vectors, seeds_from_vectors, shape): three integral constants, the seed
+/// count for k (with_seed_count), which list the core keeps and whether its seeds are vector
+/// maxima, and the FusedCoreShape, for a launch of `runs` runs (kKind) of run_length elements.
+/// The list and the prefix depend on the runs resident at once: under per_batch sizing those of this launch, at most a wave; under per_row a full wave,
 /// so that a row's bits never depend on its batch (both decide the prefix, and so the order in
 /// which (m, d) is summed).
 ///
@@ -143,29 +145,57 @@ struct FusedCoreShape {
 /// 256000 1.05-1.16x, split-k 1.01-1.08x (1 x 64M f32 200 -> 185 us); but rows of 50257 0.90-0.98x
 /// and of 32000 0.98-1.00x, hence the floor; the prefix staged at K <= 256 read 0.95-1.01x.
 /// (Staging changes no result: the groups and their order are the same.)
+///
+/// Seeds from vectors: at K > 256 a 16-bit run's phase A pushes the maximum of each 8-element
+/// vector instead of each element, a quarter of the work an element where four seeds a thread
+/// made phase A issue-bound. Any subset of the prefix gives a lower bound; this one is looser only
+/// where winners share a vector, so it needs far more vectors than K: the prefix must hold 2K of
+/// them (kVectorsPerSeededWinner), which every split-k chunk at K > 256 does (> 32768 tokens, a
+/// prefix of K / 1536 of it or more), and so do rows of 16,384 tokens or more at K = 1024. Measured against
+/// element seeds (bf16, K = 1024, H200, three runs): 1.03-1.11x on 64-256 rows of 32000-128256
+/// (256 x 128256 43.6 -> 39.8 us, 256 x 32000 21.8 -> 20.5), 64 x 256000 1.13-1.16x, 256 x 256000
+/// 1.00, split-k on 1-16 rows of 1M-4M 1.03-1.06x; rows the floor leaves to element seeds (2048
+/// of 4000 and 16000) 1.00. Without the floor, rows of 4000 (500 vectors) ran 0.57x; with the
+/// choice made inside one kernel instead of by kernel, the 16-bit four-seed kernels spilled (100
+/// bytes) and lost 0.90-0.94x. At K = 256 (two seeds) vector seeds read 0.96-1.01x, and fp32 at
+/// K = 1024 0.99-1.01x at 256 rows (its phase A waits on DRAM, not on issue): both keep element
+/// seeds.
 constexpr int64_t kWholePrefixMaxLength = 32768;
 constexpr int64_t kStagedPrefixMinLength = 65536;
-template <typename T, typename F>
-void with_fused_core_shape(int32_t k, int64_t run_length, int64_t runs, FusedRuns kind, SplitSizing sizing,
-                           const DeviceInfo& device, F&& f) {
+constexpr int64_t kVectorsPerSeededWinner = 2;
+template <FusedRuns kKind, typename T, typename F>
+void with_fused_core_shape(int32_t k, int64_t run_length, int64_t runs, SplitSizing sizing, const DeviceInfo& device,
+                           F&& f) {
   const int64_t wave = int64_t{kFusedBlocksPerSm} * device.sm_count;
   const int64_t resident_runs = sizing == SplitSizing::per_batch ? std::min(runs, wave) : wave;
   const auto fits_l2 = [&](int64_t elements_a_run) {
     return resident_runs * elements_a_run * int64_t{sizeof(T)} <= device.l2_bytes;
   };
   int32_t prefix_divisor = k > 1 && fits_l2(run_length / kLongPrefixDivisor) ? kLongPrefixDivisor : 0;
-  if (kind == FusedRuns::rows && k > 256 && run_length <= kWholePrefixMaxLength && fits_l2(run_length))
+  if (kKind == FusedRuns::rows && k > 256 && run_length <= kWholePrefixMaxLength && fits_l2(run_length))
     prefix_divisor = 1;
   const bool staged_prefix = k > 256 && run_length > kStagedPrefixMinLength;
   const FusedCoreShape shape{prefix_divisor, staged_prefix, staged_prefix || runs <= device.sm_count};
+  const int64_t vector_prefix = prefix_length(run_length, k, true, prefix_divisor);
   with_seed_count(k, [&](auto seeds) {
-    if constexpr (sizeof(T) == 4 && decltype(seeds)::value == 4) {
-      if (kind == FusedRuns::chunks || !fits_l2(prefix_length(run_length, k, true, prefix_divisor))) {
-        f(seeds, std::false_type{}, shape);
-        return;
-      }
+    using Keys = std::false_type;
+    using Vectors = std::true_type;
+    using FromElements = std::false_type;
+    using FromVectors = std::true_type;
+    constexpr bool kChunks = kKind == FusedRuns::chunks;
+    constexpr int kSeeds = decltype(seeds)::value;
+    if constexpr (kSeeds < 4) {
+      f(seeds, Vectors{}, FromElements{}, shape);
+    } else if constexpr (sizeof(T) == 4) {
+      if (kChunks || !fits_l2(vector_prefix)) f(seeds, Keys{}, FromElements{}, shape);
+      else if constexpr (!kChunks) f(seeds, Vectors{}, FromElements{}, shape);
+    } else if constexpr (kChunks) {
+      f(seeds, Vectors{}, FromVectors{}, shape);  // every chunk passes the floor (see above)
+    } else if (vector_prefix / kVectorWidth<T> >= kVectorsPerSeededWinner * int64_t{k}) {
+      f(seeds, Vectors{}, FromVectors{}, shape);
+    } else {
+      f(seeds, Vectors{}, FromElements{}, shape);
     }
-    f(seeds, std::true_type{}, shape);
   });
 }
 
@@ -236,7 +266,7 @@ struct FusedCandidates {
 /// prefix is and whether the rest is staged (with_fused_core_shape). Called by all kFusedThreads
 /// threads. candidate_storage: shape.dynamic_bytes() of shared memory, 16-byte aligned: the list,
 /// then the stage. Starts with no barrier and ends on one.
-template <typename T, int LA, bool kListsVectors>
+template <typename T, int LA, bool kListsVectors, bool kSeedsFromVectors>
 __device__ FusedCandidates block_fused_candidates(const T* data, int64_t first_index, int64_t length, unsigned k,
                                                   float k_exp, const FusedCoreShape& shape, void* candidate_storage,
                                                   FusedTopkShared& shared) {
@@ -270,10 +300,15 @@ __device__ FusedCandidates block_fused_candidates(const T* data, int64_t first_i
   stream_prefix([&](const auto& group) {
     using Group = std::remove_reference_t<decltype(group)>;
     accumulate(state, group, k_exp);
+    if constexpr (kSeedsFromVectors) {
 #pragma unroll
-    for (int n = 0; n < Group::kRuns; ++n)
+      for (int n = 0; n < Group::kRuns; ++n) seeds.push(run_max(group, n));
+    } else {
 #pragma unroll
-      for (int i = 0; i < Group::kWidth; ++i) seeds.push(group.x[n][i]);
+      for (int n = 0; n < Group::kRuns; ++n)
+#pragma unroll
+        for (int i = 0; i < Group::kWidth; ++i) seeds.push(group.x[n][i]);
+    }
   });
   if (threadIdx.x == 0) shared.candidate_count = shared.key_count = 0;
   // Seeds carry no index: key them with the lowest index part. The select stops after the top

@@ -10,7 +10,7 @@
 namespace softk::kernels {
 namespace {
 
-template <typename T, int LA, bool kListsVectors>
+template <typename T, int LA, bool kListsVectors, bool kSeedsFromVectors>
 __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
     topk_fused_kernel(TopkProblem problem, FusedCoreShape shape) {
   extern __shared__ RawVector candidate_storage[];
@@ -21,7 +21,7 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   const auto k = static_cast<unsigned>(problem.k);
   const RowSegment<T> row_run(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
   const FusedCandidates found =
-      block_fused_candidates<T, LA, kListsVectors>(row_run.data, 0, problem.vocab, k, problem.k_exp, shape,
+      block_fused_candidates<T, LA, kListsVectors, kSeedsFromVectors>(row_run.data, 0, problem.vocab, k, problem.k_exp, shape,
                                                    candidate_storage, shared);
   const Normalizer normalizer(found.state, problem.k_exp);
   if (threadIdx.x == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
@@ -61,12 +61,13 @@ void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, con
       launch.stream, launch.programmatic && programmatic_launch_pays(problem.rows, device.sm_count, device)};
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
-    with_fused_core_shape<T>(problem.k, problem.vocab, problem.rows, FusedRuns::rows, sizing, device,
-                             [&](auto seeds, auto vectors, const FusedCoreShape& shape) {
-                               launch_with_candidate_list(
-                                   topk_fused_kernel<T, decltype(seeds)::value, decltype(vectors)::value>,
-                                   dim3(static_cast<unsigned>(problem.rows)), block_launch, shape, problem);
-                             });
+    with_fused_core_shape<FusedRuns::rows, T>(
+        problem.k, problem.vocab, problem.rows, sizing, device,
+        [&](auto seeds, auto vectors, auto from_vectors, const FusedCoreShape& shape) {
+          launch_with_candidate_list(
+              topk_fused_kernel<T, decltype(seeds)::value, decltype(vectors)::value, decltype(from_vectors)::value>,
+              dim3(static_cast<unsigned>(problem.rows)), block_launch, shape, problem);
+        });
   });
 }
 

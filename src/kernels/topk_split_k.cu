@@ -167,7 +167,7 @@ __device__ unsigned list_exact_top_k(const ChunkSlot<T>& at, const Keys& keys, B
   return at.k;
 }
 
-template <typename T, int LA, bool kListsVectors>
+template <typename T, int LA, bool kListsVectors, bool kSeedsFromVectors>
 __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
     topk_split_k_fused_chunk_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w,
                                     FusedCoreShape shape) {
@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   let_next_grid_launch();  // the merge may launch now: it waits for this grid to complete
 
   const ChunkSlot<T> at(problem, plan, w);
-  const FusedCandidates found = block_fused_candidates<T, LA, kListsVectors>(
+  const FusedCandidates found = block_fused_candidates<T, LA, kListsVectors, kSeedsFromVectors>(
       at.chunk.data, at.chunk.first_index, at.chunk.length, at.k, problem.k_exp, shape, candidate_storage,
       shared);
   if (threadIdx.x == 0) w.states[at.slot] = found.state;
@@ -334,12 +334,12 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
       KernelLaunch(grid, kFusedThreads, 0, launch.stream)(topk_split_k_binned_chunk_kernel<T>, problem, plan, w);
       return;
     }
-    with_fused_core_shape<T>(
-        problem.k, plan.chunk_length, problem.rows * plan.chunks, FusedRuns::chunks, sizing, device,
-        [&](auto seeds, auto vectors, const FusedCoreShape& shape) {
-          launch_with_candidate_list(
-              topk_split_k_fused_chunk_kernel<T, decltype(seeds)::value, decltype(vectors)::value>, grid, ordinary,
-              shape, problem, plan, w);
+    with_fused_core_shape<FusedRuns::chunks, T>(
+        problem.k, plan.chunk_length, problem.rows * plan.chunks, sizing, device,
+        [&](auto seeds, auto vectors, auto from_vectors, const FusedCoreShape& shape) {
+          launch_with_candidate_list(topk_split_k_fused_chunk_kernel<T, decltype(seeds)::value, decltype(vectors)::value,
+                                                                     decltype(from_vectors)::value>,
+                                     grid, ordinary, shape, problem, plan, w);
         });
   });
   // The merge goes programmatically whenever the device can (not only when the caller asked):
