@@ -95,9 +95,9 @@ struct FusedCoreShape {
 /// Calls f(seeds, lists_vectors, seeds_from_vectors, shape): three integral constants, the seed
 /// count for k (with_seed_count), which list the core keeps and whether its seeds are vector
 /// maxima, and the FusedCoreShape, for a launch of `runs` runs (kKind) of run_length elements.
-/// The list and the prefix depend on the runs resident at once: under per_batch sizing those of this launch, at most a wave; under per_row a full wave,
-/// so that a row's bits never depend on its batch (both decide the prefix, and so the order in
-/// which (m, d) is summed).
+/// The list and the prefix depend on the runs resident at once: under per_batch sizing those of
+/// this launch, at most a wave; under per_row a full wave, so that a row's bits never depend on
+/// its batch (both decide the prefix, and so the order in which (m, d) is summed).
 ///
 /// Vectors make phase B cheaper (bf16: 1.1-1.3x at K = 50 and 1024; fp32 at K = 1024, where a trace
 /// had phase B's slowest thread listing keys end ~8 us after its first) but hold fewer entries, so
@@ -151,15 +151,15 @@ struct FusedCoreShape {
 /// made phase A issue-bound. Any subset of the prefix gives a lower bound; this one is looser only
 /// where winners share a vector, so it needs far more vectors than K: the prefix must hold 2K of
 /// them (kVectorsPerSeededWinner), which every split-k chunk at K > 256 does (> 32768 tokens, a
-/// prefix of K / 1536 of it or more), and so do rows of 16,384 tokens or more at K = 1024. Measured against
-/// element seeds (bf16, K = 1024, H200, three runs): 1.03-1.11x on 64-256 rows of 32000-128256
-/// (256 x 128256 43.6 -> 39.8 us, 256 x 32000 21.8 -> 20.5), 64 x 256000 1.13-1.16x, 256 x 256000
-/// 1.00, split-k on 1-16 rows of 1M-4M 1.03-1.06x; rows the floor leaves to element seeds (2048
-/// of 4000 and 16000) 1.00. Without the floor, rows of 4000 (500 vectors) ran 0.57x; with the
-/// choice made inside one kernel instead of by kernel, the 16-bit four-seed kernels spilled (100
-/// bytes) and lost 0.90-0.94x. At K = 256 (two seeds) vector seeds read 0.96-1.01x, and fp32 at
-/// K = 1024 0.99-1.01x at 256 rows (its phase A waits on DRAM, not on issue): both keep element
-/// seeds.
+/// prefix of K / 1536 of it or more), and so do rows of 16,384 tokens or more at K = 1024.
+/// Measured against element seeds (bf16, K = 1024, H200, three runs): 1.03-1.11x on 64-256 rows of
+/// 32000-128256 (256 x 128256 43.6 -> 39.8 us, 256 x 32000 21.8 -> 20.5), 64 x 256000 1.13-1.16x,
+/// 256 x 256000 1.00, split-k on 1-16 rows of 1M-4M 1.03-1.06x; rows the floor leaves to element
+/// seeds (2048 of 4000 and 16000) 1.00. Without the floor, rows of 4000 (500 vectors) ran 0.57x;
+/// with the choice made inside one kernel instead of by kernel, the 16-bit four-seed kernels
+/// spilled (100 bytes) and lost 0.90-0.94x. At K = 256 (two seeds) vector seeds read 0.96-1.01x,
+/// and fp32 at K = 1024 0.99-1.01x at 256 rows (its phase A waits on DRAM, not on issue): both keep
+/// element seeds.
 constexpr int64_t kWholePrefixMaxLength = 32768;
 constexpr int64_t kStagedPrefixMinLength = 65536;
 constexpr int64_t kVectorsPerSeededWinner = 2;
@@ -262,8 +262,9 @@ struct FusedCandidates {
 };
 
 /// Phases A and B over the run data[0, length), whose element 0 is token first_index of the row;
-/// k <= min(length, kMaxFastTopK). kListsVectors, shape: which list phase B keeps, how long the
-/// prefix is and whether the rest is staged (with_fused_core_shape). Called by all kFusedThreads
+/// k <= min(length, kMaxFastTopK). kListsVectors, kSeedsFromVectors, shape: which list phase B
+/// keeps, whether phase A seeds from vector maxima (at LA = 4), how long the prefix is and
+/// whether the rest is staged (with_fused_core_shape). Called by all kFusedThreads
 /// threads. candidate_storage: shape.dynamic_bytes() of shared memory, 16-byte aligned: the list,
 /// then the stage. Starts with no barrier and ends on one.
 template <typename T, int LA, bool kListsVectors, bool kSeedsFromVectors>

@@ -337,9 +337,9 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
     with_fused_core_shape<FusedRuns::chunks, T>(
         problem.k, plan.chunk_length, problem.rows * plan.chunks, sizing, device,
         [&](auto seeds, auto vectors, auto from_vectors, const FusedCoreShape& shape) {
-          launch_with_candidate_list(topk_split_k_fused_chunk_kernel<T, decltype(seeds)::value, decltype(vectors)::value,
-                                                                     decltype(from_vectors)::value>,
-                                     grid, ordinary, shape, problem, plan, w);
+          const auto kernel = topk_split_k_fused_chunk_kernel<T, decltype(seeds)::value, decltype(vectors)::value,
+                                                              decltype(from_vectors)::value>;
+          launch_with_candidate_list(kernel, grid, ordinary, shape, problem, plan, w);
         });
   });
   // The merge goes programmatically whenever the device can (not only when the caller asked):
