@@ -8,8 +8,8 @@
 # SLICE:
 #   headline  ~2 min: every softmax algorithm at the decode and seed-table shapes (f32, bf16, llm;
 #             no CUB at 4 rows x >= 16K, where the block-per-row reference takes seconds), and
-#             top-k at rows {1,8,256} x V {32000,128256,256000} x K {50,1024} with all algorithms,
-#             plus rows {1,4} x V {4M,64M} x K 50 without the CUB baselines.
+#             top-k at rows {1,8,256} x V {32000,128256,256000} x K {1,50,1024} with all algorithms,
+#             plus rows {1,4} x V {4M,64M} x K {1,50} without the CUB baselines.
 #   softmax   every softmax benchmark (both dists, every registered dtype)
 #   topk      issue 3: rows {1,8,64,128,256,1024} x V up to 1M, 8-8192 rows of 1000-16000 and
 #             16384 rows of 8-256 (MoE routing),
@@ -31,8 +31,8 @@ slice_filter() {
     headline)
       local f='^(softmax/(f32|bf16)/llm/rows:(1|8|64|128|256|2048)/'
       f+='|softmax/(f32|bf16)/llm/rows:4/V:[0-9]+/(auto|register|smem|two_pass|split_k|copy)/'
-      f+='|topk/(f32|bf16)/llm/rows:(1|8|256)/V:(32000|128256|256000)/K:(50|1024)/'
-      f+='|topk/(f32|bf16)/llm/rows:(1|4)/V:(4194304|67108864)/K:50/(auto|fused|radix_select|split_k|copy)/)'
+      f+='|topk/(f32|bf16)/llm/rows:(1|8|256)/V:(32000|128256|256000)/K:(1|50|1024)/'
+      f+='|topk/(f32|bf16)/llm/rows:(1|4)/V:(4194304|67108864)/K:(1|50)/(auto|fused|radix_select|split_k|copy)/)'
       echo "$f"
       ;;
     softmax) echo '^softmax/' ;;

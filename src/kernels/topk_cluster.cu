@@ -45,6 +45,7 @@
 #include <type_traits>
 
 #include "cuda_check.hpp"
+#include "kernels/block_argmax.cuh"
 #include "kernels/block_bin_threshold.cuh"
 #include "kernels/block_topk.cuh"
 #include "kernels/cluster_signal.cuh"
@@ -965,11 +966,12 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   held.land();
 
   SoftmaxState state = empty_state();
-  TopkKey best = kEmptyKey;
+  RunningArgmax argmax;
   held.for_each_group([&](const auto& group) {
     accumulate(state, group, problem.k_exp);
-    visit_keys(group, held.segment.first_index, [&](TopkKey key) { best = max(best, key); });
+    argmax.offer(group, held.segment.first_index);
   });
+  TopkKey best = argmax.best;
   state = warp_reduce(state, problem.k_exp);
   best = warp_max(best);
   if (threadIdx.x % 32 == 0) {
@@ -991,13 +993,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   cluster.sync();  // the leader's remote reads done: no CTA's shared memory is read after this
   if (rank != 0 || threadIdx.x != 0) return;
 
-  const Normalizer normalizer(row_state, problem.k_exp);
-  if (problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
-  if (normalizer.status == RowStatus::has_nan) {
-    write_nan_row<1>(1, problem.probs + row, problem.indices + row);
-    return;
-  }
-  write_topk_entry(best, normalizer, problem.log_probs, problem.probs + row, problem.indices + row);
+  write_argmax_row(problem, row, row_state, best);
 #endif
 }
 

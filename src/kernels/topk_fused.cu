@@ -1,7 +1,9 @@
 // Fused softmax + top-k, a block per row: the fused core over the whole row (one read of it from
 // DRAM; see block_fused_topk.cuh), the exact top-K of its candidates selected and sorted, then
-// written with exp(x - m) / d. No workspace, no second launch.
+// written with exp(x - m) / d; at K = 1 the row's largest key, which needs no candidates
+// (block_argmax.cuh). No workspace, no second launch.
 #include "cuda_check.hpp"
+#include "kernels/block_argmax.cuh"
 #include "kernels/block_fused_topk.cuh"
 #include "kernels/grid_dependency.cuh"
 #include "kernels/topk_launch.hpp"
@@ -42,6 +44,20 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   for (unsigned j = threadIdx.x; j < k; j += kFusedThreads) write(j, sorted[j]);
 }
 
+/// K = 1: the row's (m, d) and largest key in one read (block_argmax.cuh), no candidate list.
+template <typename T>
+__global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
+    topk_fused_argmax_kernel(TopkProblem problem, bool staged) {
+  extern __shared__ RawVector stage[];
+  __shared__ BlockArgmaxScratch<kFusedThreads> scratch;
+  enter_after_previous_grid();
+
+  const int64_t row = blockIdx.x;
+  const RowSegment<T> row_run(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
+  const RunArgmax found = block_argmax<kFusedThreads>(row_run, problem.k_exp, staged, stage, scratch);
+  if (threadIdx.x == 0) write_argmax_row(problem, row, found.state, found.best);
+}
+
 }  // namespace
 
 void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,
@@ -60,6 +76,14 @@ void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, con
       launch.stream, launch.programmatic && programmatic_launch_pays(problem.rows, device.sm_count, device)};
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
+    if (problem.k == 1) {
+      // Staged where the fused core stages its rest: at most one block an SM.
+      const bool staged = problem.rows <= device.sm_count;
+      KernelLaunch(dim3(static_cast<unsigned>(problem.rows)), kFusedThreads, staged ? kStreamStageBytes : 0,
+                   block_launch.stream)
+          .programmatic(block_launch.programmatic)(topk_fused_argmax_kernel<T>, problem, staged);
+      return;
+    }
     with_fused_core_shape<FusedRuns::rows, T>(
         problem.k, problem.vocab, problem.rows, sizing, device,
         [&](auto seeds, auto vectors, auto from_vectors, const FusedCoreShape& shape) {

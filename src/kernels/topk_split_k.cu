@@ -10,7 +10,8 @@
 //            - a long chunk runs the fused block core (block_fused_topk.cuh), where most
 //              elements cost one compare against its prefix threshold, and lists its exact
 //              top-K: a counting sort of its candidates (block_range_bin_sort.cuh), or a
-//              radix select where that hands back.
+//              radix select where that hands back; at K = 1 it keeps its largest key in one
+//              read instead (block_argmax.cuh).
 //  Launch 2  a block per row merges the chunk states (in a fixed order, so the bits never
 //            depend on scheduling) and finds the row's top-K in the union of the lists (which
 //            holds it, as each list holds its chunk's): up to K = 256 a histogram of the
@@ -40,6 +41,7 @@
 #include <stdexcept>
 
 #include "cuda_check.hpp"
+#include "kernels/block_argmax.cuh"
 #include "kernels/block_bin_threshold.cuh"
 #include "kernels/block_fused_topk.cuh"
 #include "kernels/candidate_list.cuh"
@@ -197,6 +199,22 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   at.pad(written, plan);
 }
 
+/// K = 1 on a long chunk: its (m, d) and largest key in one read (block_argmax.cuh).
+template <typename T>
+__global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
+    topk_split_k_argmax_chunk_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w, bool staged) {
+  extern __shared__ RawVector stage[];
+  __shared__ BlockArgmaxScratch<kFusedThreads> scratch;
+  let_next_grid_launch();  // the merge may launch now: it waits for this grid to complete
+
+  const ChunkSlot<T> at(problem, plan, w);
+  const RunArgmax found = block_argmax<kFusedThreads>(at.chunk, problem.k_exp, staged, stage, scratch);
+  if (threadIdx.x == 0) {
+    w.states[at.slot] = found.state;
+    at.keys[0] = found.best;  // a fused chunk's list holds K = 1 key
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kFusedThreads, 2)
     topk_split_k_binned_chunk_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w) {
@@ -332,6 +350,13 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
     using T = typename decltype(in)::type;
     if (plan.binned) {
       KernelLaunch(grid, kFusedThreads, 0, launch.stream)(topk_split_k_binned_chunk_kernel<T>, problem, plan, w);
+      return;
+    }
+    if (problem.k == 1) {
+      // Staged where the fused core stages its rest: at most one block an SM.
+      const bool staged = problem.rows * plan.chunks <= device.sm_count;
+      KernelLaunch(grid, kFusedThreads, staged ? kStreamStageBytes : 0, launch.stream)(
+          topk_split_k_argmax_chunk_kernel<T>, problem, plan, w, staged);
       return;
     }
     with_fused_core_shape<FusedRuns::chunks, T>(

@@ -142,8 +142,11 @@ std::vector<TopkCase> input_cases() {
       {DType::bf16, 128256, 2, 50}, {DType::bf16, kV1M, 3, 1024},
       {DType::f16, 32000, 7, 2},    {DType::f16, 256000, 1, 256},
       // K = 1 in one cluster a row runs its own kernel (topk_cluster.cu: no threshold, the
-      // largest key merged across the cluster): 16 CTAs, and one.
+      // largest key merged across the cluster): 16 CTAs, and one. Past 2M tokens a row's
+      // chunks are long enough for the one-read argmax (block_argmax.cuh); an odd V ends its
+      // last chunk in a scalar tail.
       {DType::f32, 151936, 3, 1},   {DType::bf16, 4097, 7, 1},
+      {DType::f32, int64_t{1} << 22, 1, 1}, {DType::bf16, (int64_t{1} << 22) + 3, 2, 1},
   };
   for (const Shape& s : shapes)
     for (Dist d : kAllDists) add(out, s.dt, s.V, s.rows, s.k, d);
@@ -156,7 +159,7 @@ std::vector<TopkCase> input_cases() {
   // Row stride > V with garbage padding (NaN, FLT_MAX, +inf: a chunk that reads past V wins or
   // poisons the row) and a misaligned base, each with and without log-probs.
   for (DType dt : {DType::f32, DType::bf16})
-    for (const Shape& s : {Shape{dt, 4097, 3, 50}, Shape{dt, kV1M, 2, 1024}})
+    for (const Shape& s : {Shape{dt, 4097, 3, 50}, Shape{dt, kV1M, 2, 1024}, Shape{dt, (int64_t{1} << 22) + 3, 2, 1}})
       for (Layout layout : {Layout{s.V + 1, 0}, Layout{s.V + 5, dt == DType::f32 ? 3 : 7}})
         for (bool log_probs : {false, true}) {
           Extra e;
@@ -304,6 +307,7 @@ std::vector<TopkCase> sanitize_cases() {
   one(TopkImpl::split_k, DType::bf16, 256000, 1, 50, Dist::llm_like, {});
   one(TopkImpl::automatic, DType::f32, 128256, 16, 50, Dist::llm_like, {});
   one(TopkImpl::split_k, DType::f32, 128256, 2, 1, Dist::pm_inf, Layout{0, 1});
+  one(TopkImpl::split_k, DType::f32, (int64_t{1} << 22) + 3, 1, 1, Dist::pm_inf, Layout{0, 1});
   one(TopkImpl::automatic, DType::f32, 256000, 19, 50, Dist::llm_like, Layout{0, 1});
   one(TopkImpl::split_k, DType::f32, 128256, 2, 1024, Dist::llm_like, Layout{0, 1});
   one(TopkImpl::split_k, DType::bf16, 151936, 1, 1024, Dist::ascending, {});

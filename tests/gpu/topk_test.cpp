@@ -96,9 +96,10 @@ std::vector<TopkCase> input_cases() {
   std::vector<TopkCase> out;
   struct Shape { int64_t V, rows; int32_t k; };
   // K = 1024 at V = 50257 and 151936: the fused core's fp32 vector and key lists (forced fused
-  // sizes its list for a full wave of rows: with_fused_core_shape).
-  const Shape shapes[] = {{33, 7, 16},      {4097, 5, 50},      {50257, 3, 256},
-                          {50257, 3, 1024}, {151936, 4, 1024}, {32000, 3, 4096}};
+  // sizes its list for a full wave of rows: with_fused_core_shape). K = 1: the one-read argmax
+  // of a block (forced fused) and of a cluster (auto at 151936).
+  const Shape shapes[] = {{33, 7, 16},      {4097, 5, 50},      {50257, 3, 256}, {50257, 3, 1024},
+                          {151936, 4, 1024}, {32000, 3, 4096}, {4097, 5, 1},    {151936, 4, 1}};
   for (DType dt : {DType::f32, DType::f16, DType::bf16})
     for (Dist d : kAllDists)
       for (const Shape& s : shapes)
@@ -111,7 +112,8 @@ std::vector<TopkCase> input_cases() {
         }
   // Row stride > V with garbage padding and a misaligned base, and log-probs, on a few shapes.
   for (DType dt : {DType::f32, DType::bf16})
-    for (const Shape& s : {Shape{33, 5, 16}, Shape{4097, 5, 50}, Shape{151936, 3, 1024}, Shape{32000, 3, 4096}})
+    for (const Shape& s : {Shape{33, 5, 16}, Shape{4097, 5, 50}, Shape{151936, 3, 1024}, Shape{32000, 3, 4096},
+                           Shape{4097, 5, 1}})
       for (Layout layout : {Layout{s.V + 1, 0}, Layout{s.V + 5, dt == DType::f32 ? 3 : 7}})
         for (bool log_probs : {false, true})
           for (TopkImpl impl : kAllTopkImpls) {
@@ -263,7 +265,8 @@ std::vector<TopkCase> sanitize_cases() {
                            Small{128, 13, 64, Dist::constant, 256, 64, {}},
                            Small{50257, 2, 1024, Dist::constant, 256, 1024, {}},
                            Small{131077, 2, 1024, Dist::llm_like, 256, 1024, {}},
-                           Small{128256, 2, 50, Dist::llm_like, 256, 50, {128259, 1}}})
+                           Small{128256, 2, 50, Dist::llm_like, 256, 50, {128259, 1}},
+                           Small{20000, 2, 1, Dist::llm_like, 256, 1, {20003, 1}}})
       for (TopkImpl impl : kAllTopkImpls) {
         TopkCase c = topk_case(impl, dt, s.V, s.rows, s.k, s.dist);
         c.params.stride = s.stride;
@@ -358,7 +361,7 @@ std::vector<TopkCase> all_equal_cases() {
     // overflow the rewrite, and an fp32 row (5,000 vectors) overflows the list itself: both
     // take the exact redo.
     for (int64_t V : {1000, 4097, 20000, 50257, 128256, 1 << 20})
-      for (int32_t k : {16, 50, 256, 1024}) {
+      for (int32_t k : {1, 16, 50, 256, 1024}) {
         if (k > V) continue;
         for (TopkImpl impl : kAllTopkImpls) {
           TopkCase c = topk_case(impl, dt, V, 4, k, Dist::constant);

@@ -1,0 +1,114 @@
+// K = 1 (greedy decoding) over a run of a row by one block: one read that folds the run into
+// (m, d) and keeps each thread's largest key, then one block reduction of both. The fused
+// kernel's rows and split-k's long chunks take it at K = 1, and the cluster kernel's K = 1 form
+// keeps its threads' keys the same way (RunningArgmax).
+//
+// Why not the fused core (block_fused_topk.cuh): its prefix pass, seed select, listing and
+// counting sort exist to agree on a threshold below the K-th logit, and the largest key needs
+// none. Against it (auto, llm logits, H200, two rounds): 256 rows of 32000 1.48x f32 and 1.71x
+// bf16, of 128256 1.16x / 1.22x, of 256000 1.09x / 1.10x; split-k on 1 x 4M 1.40x / 1.49x, on
+// 1 x 64M 1.12x / 1.16x, on 4 x 64M 1.03x / 1.05x. The cluster kernel at 1-8 rows of 32000-256000
+// with RunningArgmax instead of a key an element: bf16 1.01-1.15x, f32 1.00-1.07x.
+//
+// Exactness: every element is folded and every group's maximum compared, so the block's largest
+// key is the run's (the largest logit, the lowest index among ties).
+#pragma once
+
+#include <limits>
+
+#include "kernels/block_topk.cuh"
+#include "kernels/online_softmax.cuh"
+#include "kernels/row_segment.cuh"
+#include "kernels/softmax_passes.cuh"
+#include "kernels/staged_stream.cuh"
+#include "kernels/topk_key.cuh"
+#include "kernels/topk_launch.hpp"
+#include "kernels/warp_collectives.cuh"
+
+namespace softk::kernels {
+
+/// A thread's largest key over the groups it visits. A group's maximum comes with its loads
+/// (fill_runs), so a group below the thread's best so far costs one compare. One that reaches it
+/// is rare for a thread, but some lane of a warp has one at most of its steps, so what it costs
+/// is paid by the warp nearly every group: a chain of selects finds the first element equal to
+/// the maximum and one key is formed. Forming every element's key there instead ran long bf16
+/// rows at 0.76-0.83x the fused core's time; an early-exit search measured 0.90-1.00x this, and
+/// a record kept by selects alone, with the winning group re-read once the row max is known,
+/// 0.94-1.09x (H200, 2026-11-22).
+struct RunningArgmax {
+  float best_value = -std::numeric_limits<float>::infinity();  ///< the logit of `best`
+  TopkKey best = kEmptyKey;
+
+  template <int N, int W>
+  __device__ __forceinline__ void offer(const ElementGroup<N, W>& group, int64_t segment_first_index) {
+    // >= and not >: an equal logit may carry a lower index, as a thread visits its run's edges
+    // before its body. NaN compares false: a row holding one is reported whole, whatever its key.
+    // -inf >= -inf: a masked row still gets a key (written as index -1).
+    if (!(group.max >= best_value)) return;
+    // The lowest offset holding the maximum, as a group's runs ascend: scanned from the top, the
+    // last match standing.
+    int64_t offset = group.offset[0];
+#pragma unroll
+    for (int n = N - 1; n >= 0; --n)
+#pragma unroll
+      for (int i = W - 1; i >= 0; --i)
+        if (group.x[n][i] == group.max) offset = group.offset[n] + i;
+    best = max(best, make_key(group.max, segment_first_index + offset));
+    best_value = key_value(best);
+  }
+};
+
+/// Shared memory of block_argmax: a state and a key a warp.
+template <int kThreads>
+struct BlockArgmaxScratch {
+  SoftmaxState states[kThreads / 32];
+  TopkKey keys[kThreads / 32];
+};
+
+/// What block_argmax leaves: the run's (m, d) and its largest key, the same in every thread.
+struct RunArgmax {
+  SoftmaxState state;
+  TopkKey best;
+};
+
+/// The (m, d) and the largest key of `run`, by the whole block. `stage`: where `staged` (a launch
+/// of at most one block an SM, as the fused core's rest: block_fused_topk.cuh), the
+/// staged stream's shared memory (kStagedStreamBytes). Called by all kThreads threads.
+template <int kThreads, typename T>
+__device__ __forceinline__ RunArgmax block_argmax(const RowSegment<T>& run, float k_exp, bool staged, RawVector* stage,
+                                                  BlockArgmaxScratch<kThreads>& scratch) {
+  SoftmaxState state = empty_state();
+  RunningArgmax argmax;
+  const auto fold = [&](const auto& group) {
+    accumulate(state, group, k_exp);
+    argmax.offer(group, run.first_index);
+  };
+  if (staged) {  // block-uniform
+    for_each_element_staged<kStreamUnroll>(run, stage, threadIdx.x, kThreads, fold);
+  } else {
+    for_each_element<kStreamUnroll>(run, threadIdx.x, kThreads, fold);
+  }
+  const TopkKey warp_best = warp_max(argmax.best);
+  if (threadIdx.x % 32 == 0) scratch.keys[threadIdx.x / 32] = warp_best;
+  // block_reduce's barriers put every warp's key in place before the reads below.
+  const SoftmaxState total = block_reduce<kThreads / 32>(state, k_exp, scratch.states);
+  TopkKey best = scratch.keys[0];
+#pragma unroll
+  for (int w = 1; w < kThreads / 32; ++w) best = max(best, scratch.keys[w]);
+  return {total, best};
+}
+
+/// Writes row `row` of a K = 1 problem from its final state and largest key: its status, then
+/// index -1 and NaN for a NaN row, else the key's index and probability. One thread.
+__device__ __forceinline__ void write_argmax_row(const TopkProblem& problem, int64_t row, const SoftmaxState& state,
+                                                 TopkKey best) {
+  const Normalizer normalizer(state, problem.k_exp);
+  if (problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
+  if (normalizer.status == RowStatus::has_nan) {
+    write_nan_row<1>(1, problem.probs + row, problem.indices + row, 0);
+    return;
+  }
+  write_topk_entry(best, normalizer, problem.log_probs, problem.probs + row, problem.indices + row);
+}
+
+}  // namespace softk::kernels
