@@ -69,8 +69,10 @@ int64_t max_split_k_topk_rows(int64_t vocab, DType dtype, int32_t k, const Devic
 //    12.0 us, 64 x 50257 bf16 K = 256 27.3 -> 17.2 (2-CTA clusters; 1.27-1.75x at 64 rows, and
 //    128 x 32000 in 1-CTA clusters 1.06-1.31x); in three waves (64 x 128256-256000, 4-CTA
 //    clusters) split-k took 1.25-1.7x longer. K = 1, whose kernel has no threshold to agree on,
-//    pays in up to three waves: 1.06-1.49x at 64 x 32000-128256 and 128 x 32000; in four or five
-//    0.54-0.98x (64 x 151936, 128 x 50257 on), except 64 x 201088-256000 f32 (1.07x);
+//    pays in up to three waves up to SMs / 2 rows (H200, against the one-read block argmax of
+//    23b3128: 64 x 128256 1.05x f32, 1.18x bf16; 64 x 32000 0.97x / 1.06x), but not past them,
+//    where the blocks alone fill the SMs (128 x 32000 in 2-CTA clusters 0.81x f32, 0.78x bf16);
+//    in four or five waves 0.54-0.98x (64 x 151936, 128 x 50257 on; H100, against the fused core);
 //  - up to SMs / 4 rows otherwise, except 16-bit logits of a row one cluster holds, whose block
 //    per row streams half the bytes: 32 x 201088-256000 bf16 K = 50-256 in three waves of
 //    clusters 0.88-0.96x, and K = 1024 in two launches 0.64-0.85x (32 x 128256 bf16: 58.2 us vs
@@ -80,6 +82,7 @@ TopkAlgorithm choose_topk_algorithm(int64_t rows, int64_t vocab, DType dtype, in
   if (k > kMaxFastTopK) return TopkAlgorithm::radix_select;
   if (!split_k_row_pays(vocab, dtype, k, device)) return TopkAlgorithm::fused;
   if (rows <= device.sm_count / 8) return TopkAlgorithm::split_k;
+  if (k == 1 && rows > device.sm_count / 2) return TopkAlgorithm::fused;
   const int64_t waves = kernels::topk_cluster_waves(rows, vocab, dtype, k, device, kernels::SplitSizing::per_batch);
   const int64_t max_waves = k == 1 ? 3 : 1;
   if (waves != 0 && waves <= max_waves) return TopkAlgorithm::split_k;

@@ -1152,17 +1152,20 @@ ClusterTopkPlan cluster_size_for(int64_t rows, int64_t vocab, DType dtype, int32
   const ClusterTopkPlan finest =
       plan_over(vocab, dtype, limits.max_ctas, kMaxHeldVectors * width, kFinestElementsPerThread);
   if (finest.held_vectors == kHeldInShared) return kNoPlan;
-  if (sizing == SplitSizing::per_row || rows <= limits.resident[finest.ctas]) return finest;
+  // The K = 1 kernel holds two CTAs an SM, so its counts are its own: with those the widest
+  // clusters hold 8 rows of 128256 in one wave (5.66 us f32, against 6.88 in 8-CTA clusters,
+  // which the top-k kernel's counts took; bf16 4.89 against 5.60; H200, one run).
+  const auto& resident_at_once = limits.resident_for(k);
+  if (sizing == SplitSizing::per_row || rows <= resident_at_once[finest.ctas]) return finest;
   const ClusterTopkPlan widest = plan_over(vocab, dtype, limits.max_ctas, kMaxHeldVectors * width);
-  if (rows <= limits.resident[widest.ctas]) return widest;
+  if (rows <= resident_at_once[widest.ctas]) return widest;
   // A size the probe refused (0 resident) never runs in any number of waves.
   const auto waves = [&](int ctas) {
-    const int64_t resident = limits.resident[ctas];
+    const int64_t resident = resident_at_once[ctas];
     return resident > 0 ? (rows + resident - 1) / resident : std::numeric_limits<int64_t>::max();
   };
   if (k == 1) {
-    // The K = 1 kernel holds two CTAs an SM, more than the counts say: only the one narrower
-    // size measured for it, with the chunk in registers.
+    // Only the one narrower size measured for the K = 1 kernel, with the chunk in registers.
     const ClusterTopkPlan narrow = plan_over(vocab, dtype, kPortableCluster, kNarrowRegisterElements);
     const bool fewer_waves = widest.ctas > kPortableCluster && waves(kPortableCluster) < waves(widest.ctas);
     return fewer_waves && narrow.held_vectors != kHeldInShared ? narrow : widest;
