@@ -971,9 +971,8 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     accumulate(state, group, problem.k_exp);
     argmax.offer(group, held.segment.first_index);
   });
-  TopkKey best = argmax.best;
   state = warp_reduce(state, problem.k_exp);
-  best = warp_max(best);
+  TopkKey best = warp_max(argmax.best);
   if (threadIdx.x % 32 == 0) {
     warp_states[threadIdx.x / 32] = state;
     warp_best[threadIdx.x / 32] = best;

@@ -30,8 +30,8 @@ enum class SplitSizing;
 
 /// Fused top-k, k <= kMaxFastTopK: a warp per row where `warp_rows` and topk_warp_row_fits, a
 /// block sorting the whole row where topk_sorted_row_fits, else the block-per-row core (at K = 1
-/// a block's one-read argmax). No
-/// workspace. `sizing`: whether the core's list and prefix may depend on the row count.
+/// a block's one-read argmax). No workspace. `sizing`: whether the core's list and prefix may
+/// depend on the row count.
 void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,
                        bool warp_rows, SplitSizing sizing);
 
