@@ -49,6 +49,10 @@ constexpr std::size_t kCandidateBytes = 64 * 1024;
 /// both passes over the prefix): 32 KB, so two blocks still fit an SM (2 x (96 KB + ~10 KB
 /// static) of its 228 KB).
 constexpr std::size_t kStreamStageBytes = kStagedStreamBytes<kStreamUnroll, kFusedThreads>;
+/// Whether a launch of `blocks` blocks of kFusedThreads streams staged: at most one block an SM,
+/// where a block's warps alone cannot hide their compute between rounds of loads (the fused
+/// core's rest, with_fused_core_shape; the K = 1 argmax, block_argmax.cuh).
+inline bool streams_staged(int64_t blocks, const DeviceInfo& device) { return blocks <= device.sm_count; }
 
 /// Elements in phase A, a multiple of 16 so that phase B's vectors keep the run's 16-byte phase and
 /// at least 4 x K. Phase B lists about K / (prefix fraction) elements, since tau is about the
@@ -116,11 +120,12 @@ struct FusedCoreShape {
 /// A long prefix (at least 1/8 of the run, against 1/32 at K <= 48) puts tau closer to the run's
 /// K-th logit, so phase B lists fewer candidates and the select after it is shorter: a trace of
 /// 256 x 32000 f32 at K = 50 (1/4 prefix) had the listing-to-sort steps at 2.9 us against 4.7
-/// (H200). It pays at K > 1 (at K = 1 the short prefix already leaves ~32 candidates) where the
-/// resident runs' prefixes fit L2, from which phase B re-reads them (4-8 rows of 64M bf16, 67-135
-/// MB of prefixes, ran 0.94-0.98x). Measured (H200, one run each, against 1/32): bf16 at K = 50
-/// 1.22-1.25x on 64-1024 rows of 32000, 1.12-1.17x of 256000, 0.98-1.06x of 128256, split-k chunks
-/// 1.05-1.22x; bf16 at K = 1 0.92-1.10x. fp32 gained once a thread's last prefix vectors were
+/// (H200). It pays where the resident runs' prefixes fit L2, from which phase B re-reads them (4-8
+/// rows of 64M bf16, 67-135 MB of prefixes, ran 0.94-0.98x). Measured (H200, one run each,
+/// against 1/32): bf16 at K = 50 1.22-1.25x on 64-1024 rows of 32000, 1.12-1.17x of 256000,
+/// 0.98-1.06x of 128256, split-k chunks 1.05-1.22x; bf16 at K = 1 0.92-1.10x, when K = 1 still
+/// ran this core (it takes block_argmax.cuh since 23b3128, so the rule names no K). fp32 gained
+/// once a thread's last prefix vectors were
 /// fetched two at a time (block_fused_candidates; before that rows of 128256 lost, 0.94-0.97x,
 /// their prefix tails waiting a round trip a vector): at 1/16, K = 50, 1.03-1.12x; 1/8 against
 /// 1/16 0.99-1.15x (1 x 4M 1.15x, 64 x 128256 1.07x, 256 x 256000 0.99x). 1/4 for bf16 was mixed
@@ -171,11 +176,11 @@ void with_fused_core_shape(int32_t k, int64_t run_length, int64_t runs, SplitSiz
   const auto fits_l2 = [&](int64_t elements_a_run) {
     return resident_runs * elements_a_run * int64_t{sizeof(T)} <= device.l2_bytes;
   };
-  int32_t prefix_divisor = k > 1 && fits_l2(run_length / kLongPrefixDivisor) ? kLongPrefixDivisor : 0;
+  int32_t prefix_divisor = fits_l2(run_length / kLongPrefixDivisor) ? kLongPrefixDivisor : 0;
   if (kKind == FusedRuns::rows && k > 256 && run_length <= kWholePrefixMaxLength && fits_l2(run_length))
     prefix_divisor = 1;
   const bool staged_prefix = k > 256 && run_length > kStagedPrefixMinLength;
-  const FusedCoreShape shape{prefix_divisor, staged_prefix, staged_prefix || runs <= device.sm_count};
+  const FusedCoreShape shape{prefix_divisor, staged_prefix, staged_prefix || streams_staged(runs, device)};
   const int64_t vector_prefix = prefix_length(run_length, k, true, prefix_divisor);
   with_seed_count(k, [&](auto seeds) {
     using Keys = std::false_type;

@@ -77,8 +77,7 @@ void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, con
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
     if (problem.k == 1) {
-      // Staged where the fused core stages its rest: at most one block an SM.
-      const bool staged = problem.rows <= device.sm_count;
+      const bool staged = streams_staged(problem.rows, device);
       KernelLaunch(dim3(static_cast<unsigned>(problem.rows)), kFusedThreads, staged ? kStreamStageBytes : 0,
                    block_launch.stream)
           .programmatic(block_launch.programmatic)(topk_fused_argmax_kernel<T>, problem, staged);

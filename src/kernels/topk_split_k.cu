@@ -353,8 +353,7 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
       return;
     }
     if (problem.k == 1) {
-      // Staged where the fused core stages its rest: at most one block an SM.
-      const bool staged = problem.rows * plan.chunks <= device.sm_count;
+      const bool staged = streams_staged(problem.rows * plan.chunks, device);
       KernelLaunch(grid, kFusedThreads, staged ? kStreamStageBytes : 0, launch.stream)(
           topk_split_k_argmax_chunk_kernel<T>, problem, plan, w, staged);
       return;
