@@ -1,7 +1,8 @@
 // K = 1 (greedy decoding) over a run of a row by one block: one read that folds the run into
 // (m, d) and keeps each thread's largest key, then one block reduction of both. The fused
-// kernel's rows and split-k's long chunks take it at K = 1, and the cluster kernel's K = 1 form
-// keeps its threads' keys the same way (RunningArgmax).
+// kernel's rows and split-k's chunks take it at K = 1 (split-k's merge reduces the chunks' results
+// with block_reduce_argmax), and the cluster kernel's K = 1 form keeps its threads' keys the same
+// way (RunningArgmax).
 //
 // Why not the fused core (block_fused_topk.cuh): its prefix pass, seed select, listing and
 // counting sort exist to agree on a threshold below the K-th logit, and the largest key needs
@@ -71,6 +72,21 @@ struct RunArgmax {
   TopkKey best;
 };
 
+/// The block's (m, d) and largest key, from each thread's, in every thread. Called by all kThreads
+/// threads.
+template <int kThreads>
+__device__ __forceinline__ RunArgmax block_reduce_argmax(const SoftmaxState& state, TopkKey best, float k_exp,
+                                                         BlockArgmaxScratch<kThreads>& scratch) {
+  const TopkKey warp_best = warp_max(best);
+  if (threadIdx.x % 32 == 0) scratch.keys[threadIdx.x / 32] = warp_best;
+  // block_reduce's barriers put every warp's key in place before the reads below.
+  const SoftmaxState total = block_reduce<kThreads / 32>(state, k_exp, scratch.states);
+  best = scratch.keys[0];
+#pragma unroll
+  for (int w = 1; w < kThreads / 32; ++w) best = max(best, scratch.keys[w]);
+  return {total, best};
+}
+
 /// The (m, d) and the largest key of `run`, by the whole block. `stage`: where `staged` (a launch
 /// of at most one block an SM, as the fused core's rest: block_fused_topk.cuh), the
 /// staged stream's shared memory (kStagedStreamBytes). Called by all kThreads threads.
@@ -88,14 +104,7 @@ __device__ __forceinline__ RunArgmax block_argmax(const RowSegment<T>& run, floa
   } else {
     for_each_element<kStreamUnroll>(run, threadIdx.x, kThreads, fold);
   }
-  const TopkKey warp_best = warp_max(argmax.best);
-  if (threadIdx.x % 32 == 0) scratch.keys[threadIdx.x / 32] = warp_best;
-  // block_reduce's barriers put every warp's key in place before the reads below.
-  const SoftmaxState total = block_reduce<kThreads / 32>(state, k_exp, scratch.states);
-  TopkKey best = scratch.keys[0];
-#pragma unroll
-  for (int w = 1; w < kThreads / 32; ++w) best = max(best, scratch.keys[w]);
-  return {total, best};
+  return block_reduce_argmax<kThreads>(state, argmax.best, k_exp, scratch);
 }
 
 /// Writes row `row` of a K = 1 problem from its final state and largest key: its status, then

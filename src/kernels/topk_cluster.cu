@@ -104,7 +104,9 @@ struct ClusterTopkPlan {
   int ctas;                  ///< CTAs a row (the cluster size); 0: the row does not take this form
   int64_t chunk_length;      ///< elements a CTA (a multiple of 16: every chunk keeps the row's 16-byte phase)
   int held_vectors;          ///< 16-byte vectors a thread holds in registers (2, 4 or 8), or kHeldInShared
-  std::size_t shared_bytes;  ///< a CTA's chunk in shared memory where kHeldInShared, else 0 (after ClusterShared)
+  /// K > 1: a CTA's chunk in shared memory where kHeldInShared, else 0 (after ClusterShared). K = 1:
+  /// ClusterLimits::spread_bytes where the clusters spread one CTA an SM, else 0.
+  std::size_t shared_bytes;
   unsigned leader_sort_max;  ///< the most candidates the leader sorts alone (finish_at_leader)
 };
 
@@ -1008,14 +1010,14 @@ void with_held_vectors(int held_vectors, F&& f) {
 
 /// The cluster kernels, by what their dynamic shared memory holds.
 enum class ClusterKernel {
-  argmax,        ///< nothing: K = 1 keeps its warps' results in static shared memory
+  argmax,        ///< nothing it reads: K = 1 keeps its warps' results in static shared memory
   registers,     ///< ClusterShared, the chunk in registers
   shared_chunk,  ///< ClusterShared, then the chunk
 };
 
 /// A CTA's dynamic shared memory in the kernel that runs `plan` at `k`.
 std::size_t launch_shared_bytes(const ClusterTopkPlan& plan, int32_t k) {
-  return k == 1 ? 0 : kClusterSharedBytes + plan.shared_bytes;
+  return k == 1 ? plan.shared_bytes : kClusterSharedBytes + plan.shared_bytes;
 }
 
 /// Calls f(kernel, kind) for every cluster kernel of every dtype; the chunk is held in shared
@@ -1070,13 +1072,15 @@ int resident_clusters(Kernel* kernel, int ctas, std::size_t shared_bytes) {
 /// x 128 registers: one CTA an SM) answers for every top-k kernel: the others hold as many CTAs
 /// an SM (the shared-memory chunk's kernel, registers bounding it first), so the count is a
 /// lower bound for them. The K = 1 kernels, with their few registers, hold two CTAs an SM and
-/// have counts of their own (an H100: 14 of 13-16 CTAs, 30 of 8, 62 of 4). Asked once per
-/// device.
+/// have counts of their own (an H100: 14 of 13-16 CTAs, 30 of 8, 62 of 4), and counts of one CTA
+/// an SM, as they run with spread_bytes reserved. Asked once per device.
 struct ClusterLimits {
   int max_ctas;
   std::array<int, kLargeCluster + 1> resident;         ///< by CTAs a cluster (1 to 16), K > 1
   std::array<int, kLargeCluster + 1> resident_argmax;  ///< the same for the K = 1 kernel
+  std::array<int, kLargeCluster + 1> resident_spread;  ///< ...with spread_bytes reserved (all 0: it does not spread)
   std::size_t shared_chunk_bytes;
+  std::size_t spread_bytes;  ///< shared memory that holds a K = 1 CTA alone on its SM
 
   const std::array<int, kLargeCluster + 1>& resident_for(int32_t k) const { return k == 1 ? resident_argmax : resident; }
 };
@@ -1092,9 +1096,14 @@ const ClusterLimits& cluster_limits(const DeviceInfo& device) {
     const std::size_t taken = top_k.sharedSizeBytes + kClusterSharedBytes;
     const std::size_t beside = per_block > taken ? per_block - taken : 0;
     limits.shared_chunk_bytes = std::min(kMaxSharedChunkBytes, beside / 16 * 16);
+    // Past half of what a block may hold, two CTAs no longer share an SM.
+    limits.spread_bytes = (per_block / 2 + 1024) / 128 * 128;
     for_each_cluster_kernel([&](auto* kernel, ClusterKernel kind) {
       SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-      if (kind != ClusterKernel::argmax) {
+      if (kind == ClusterKernel::argmax)
+        SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(limits.spread_bytes)));
+      else {
         const std::size_t chunk = kind == ClusterKernel::shared_chunk ? limits.shared_chunk_bytes : 0;
         SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               static_cast<int>(kClusterSharedBytes + chunk)));
@@ -1104,7 +1113,10 @@ const ClusterLimits& cluster_limits(const DeviceInfo& device) {
       limits.resident[ctas] =
           resident_clusters(topk_cluster_kernel<float, kMaxHeldVectors, false>, ctas, kClusterSharedBytes);
       limits.resident_argmax[ctas] = resident_clusters(topk_cluster_argmax_kernel<float, kMaxHeldVectors>, ctas, 0);
+      limits.resident_spread[ctas] =
+          resident_clusters(topk_cluster_argmax_kernel<float, kMaxHeldVectors>, ctas, limits.spread_bytes);
     }
+    if (limits.resident_spread[1] > device.sm_count) limits.resident_spread = {};  // the reservation did not spread
     limits.max_ctas = limits.resident[kLargeCluster] > 0 ? kLargeCluster
                       : limits.resident[kPortableCluster] > 0 ? kPortableCluster
                                                               : 0;
@@ -1198,6 +1210,11 @@ ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32
   if (plan.ctas == 0) return kNoPlan;
   const bool one_wave = rows <= limits.resident[plan.ctas];
   if (!one_wave && k > kMultiWaveClusterMaxK && sizing == SplitSizing::per_batch) return kNoPlan;
+  // Two K = 1 CTAs fit an SM, and the clusters of a small batch then share SMs: held one CTA an
+  // SM, a batch that still runs in one wave streams over twice the SMs (4 rows of 32000-256000
+  // 1.10-1.22x, 8 of 32000 1.21x; 1, 2 and 16-64 rows 0.99-1.02x; H200, one run). The bits do
+  // not change.
+  if (k == 1 && rows <= limits.resident_spread[plan.ctas]) plan.shared_bytes = limits.spread_bytes;
   plan.leader_sort_max = one_wave && plan.ctas > 1 ? kLeaderSortMaxCandidates : kGatherCapacity;
   return plan;
 }

@@ -10,13 +10,15 @@
 //            - a long chunk runs the fused block core (block_fused_topk.cuh), where most
 //              elements cost one compare against its prefix threshold, and lists its exact
 //              top-K: a counting sort of its candidates (block_range_bin_sort.cuh), or a
-//              radix select where that hands back; at K = 1 it keeps its largest key in one
-//              read instead (block_argmax.cuh).
+//              radix select where that hands back;
+//            - at K = 1 a chunk of any length keeps its largest key in one read
+//              (block_argmax.cuh).
 //  Launch 2  a block per row merges the chunk states (in a fixed order, so the bits never
 //            depend on scheduling) and finds the row's top-K in the union of the lists (which
 //            holds it, as each list holds its chunk's): up to K = 256 a histogram of the
 //            listed keys gives the bin of the K-th largest and the keys at or above it are
-//            gathered and sorted; past it, a radix select over the lists.
+//            gathered and sorted; past it, a radix select over the lists; at K = 1 the largest
+//            of the chunks' keys.
 // The kernel boundary is the grid-wide barrier between the two. Forced split-k chunks a row by
 // V, K and the SM count only, so a row gets the same bits whatever batch it sits in; under
 // `automatic` (SplitSizing::per_batch) the rows of a batch share one wave of chunk blocks, as
@@ -27,7 +29,8 @@
 // The merge is a programmatic dependent launch where the GPU has it (sm_90): the chunk kernel
 // lets it launch at once, and its block waits in griddepcontrol.wait until every chunk has
 // finished and its writes are visible, so the merge block is resident when the last chunk
-// ends instead of being launched then.
+// ends instead of being launched then. The chunks of a grid of more than one block an SM are
+// launched so too, when the caller asks, and wait the same way for the previous op.
 //
 // Why two launches here: the single-launch form (the last chunk of a row to finish, found by an
 // atomic counter after a fence, merges the row) was built and measured slower on an H200 at
@@ -70,7 +73,7 @@ constexpr int64_t kMaxMergeCandidates = 32768;
 /// 32 (8 x 64M f32 0.98x).
 constexpr int64_t kLongChunkElements = int64_t{1} << 20;
 constexpr int64_t kMaxMergeCandidatesForLongChunks = 2 * kMaxMergeCandidates;
-/// Chunks up to this long take the histogram path: a shared-memory add per element is cheap
+/// At K > 1, chunks up to this long take the histogram path: a shared-memory add per element is cheap
 /// while a thread holds a few elements; past it the fused core's prefix threshold, which skips
 /// most elements with one compare, wins (1 x 4M f32, K = 1, 16K-element chunks, H200: 25.0 us
 /// binned vs 20.2 fused)...
@@ -111,7 +114,10 @@ SplitTopkPlan plan_for(int64_t vocab, int32_t k, int sm_count, int64_t batch_row
   int64_t length = (vocab + chunks - 1) / chunks;
   length = (length + 15) / 16 * 16;  // chunks after the first keep the row's 16-byte phase
   chunks = (vocab + length - 1) / length;
-  const bool binned = length <= (k > kLargeK ? kMaxBinnedLargeKChunkElements : kMaxBinnedChunkElements);
+  // K = 1 never bins: the one-read argmax is the binned chunk's fold without its histogram,
+  // threshold and second read (with the merge of one key a chunk, 1 x 1M f32 16.4 -> 7.2 us, bf16
+  // 15.7 -> 6.4; H200, one run).
+  const bool binned = k > 1 && length <= (k > kLargeK ? kMaxBinnedLargeKChunkElements : kMaxBinnedChunkElements);
   // A binned list holds the K winners and the rest of the threshold bin: room for half as many
   // again (at least 64) covers smooth logits; a chunk whose bin holds more lists its exact top-K.
   const int64_t capacity = binned ? (k + std::max(k / 2, 64) + 31) / 32 * 32 : k;
@@ -175,7 +181,7 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
                                     FusedCoreShape shape) {
   extern __shared__ RawVector candidate_storage[];
   __shared__ FusedTopkShared shared;
-  let_next_grid_launch();  // the merge may launch now: it waits for this grid to complete
+  enter_after_previous_grid();  // launched programmatically (chunk_launch): nothing global before it
 
   const ChunkSlot<T> at(problem, plan, w);
   const FusedCandidates found = block_fused_candidates<T, LA, kListsVectors, kSeedsFromVectors>(
@@ -205,7 +211,7 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
     topk_split_k_argmax_chunk_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w, bool staged) {
   extern __shared__ RawVector stage[];
   __shared__ BlockArgmaxScratch<kFusedThreads> scratch;
-  let_next_grid_launch();  // the merge may launch now: it waits for this grid to complete
+  enter_after_previous_grid();  // launched programmatically (chunk_launch): nothing global before it
 
   const ChunkSlot<T> at(problem, plan, w);
   const RunArgmax found = block_argmax<kFusedThreads>(at.chunk, problem.k_exp, staged, stage, scratch);
@@ -222,7 +228,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   __shared__ BlockTopkStorage storage;
   __shared__ SoftmaxState scratch[kFusedThreads / 32];
   __shared__ unsigned listed;
-  let_next_grid_launch();  // the merge may launch now: it waits for this grid to complete
+  enter_after_previous_grid();  // launched programmatically (chunk_launch): nothing global before it
 
   const ChunkSlot<T> at(problem, plan, w);
   histogram.clear();
@@ -316,6 +322,27 @@ __global__ void __launch_bounds__(kFusedThreads)
     write_topk_entry(sorted[j], normalizer, problem.log_probs, probs + j, indices + j);
 }
 
+/// K = 1: each chunk wrote one key, its largest, so the row's is the largest of those, and the
+/// merge folds the states and takes a maximum (no histogram, select or sort: 1 x 4M f32, 7.0 ->
+/// 3.2 us under ncu, H200). The states merge in topk_split_k_merge_kernel's order, so both give
+/// the same probability bits.
+__global__ void __launch_bounds__(kFusedThreads)
+    topk_split_k_argmax_merge_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w) {
+  __shared__ BlockArgmaxScratch<kFusedThreads> scratch;
+  enter_after_previous_grid();  // every chunk done, its writes visible
+  const int64_t row = blockIdx.x;
+  const SoftmaxState* states = w.states + row * plan.chunks;
+  const TopkKey* keys = w.keys + row * plan.chunks;  // a list of one key a chunk
+  SoftmaxState state = empty_state();
+  TopkKey best = kEmptyKey;
+  for (int64_t c = threadIdx.x; c < plan.chunks; c += kFusedThreads) {
+    state = merge(state, states[c], problem.k_exp);
+    best = max(best, keys[c]);
+  }
+  const RunArgmax found = block_reduce_argmax<kFusedThreads>(state, best, problem.k_exp, scratch);
+  if (threadIdx.x == 0) write_argmax_row(problem, row, found.state, found.best);
+}
+
 /// The workspace of `rows` rows chunked one row at a time: what the size query asks for, and a
 /// bound on every batch plan's (plan_for).
 std::size_t per_row_plan_bytes(int64_t rows, int64_t vocab, int32_t k, int sm_count) {
@@ -342,34 +369,40 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
   if (w.bytes > per_row_plan_bytes(problem.rows, problem.vocab, problem.k, device.sm_count))
     throw std::logic_error("softk: split-k's batch plan outgrew the workspace sized for one row");
   const dim3 grid(static_cast<unsigned>(plan.chunks), static_cast<unsigned>(problem.rows));
-  // The chunk kernel launches the ordinary way even when the caller asks for programmatic
-  // launches: that measured 2-4% slower at K = 1024 on 8 rows (H200; bench/RESULTS.md), where
-  // the next op's chunk blocks, resident early, take SM slots as they free.
-  const LaunchContext ordinary{launch.stream, false};
+  // The chunk kernel launches programmatically where the caller asks and the chunks are more
+  // than one block an SM: its blocks, resident early, start as the previous op's last kernel
+  // ends (1 x 1M-16M at K = 1 1.07-1.20x, K = 50 1.04-1.08x, 8 x 1M-4M 1.02-1.13x; H200, one
+  // run). A grid of one block an SM or fewer launches the ordinary way: 8 x 1M at K = 1024 (64
+  // chunks) read 0.85-0.91x programmatic, as 2-4% slower before, its early blocks taking the
+  // SM slots as they free (not traced).
+  const int64_t blocks = problem.rows * plan.chunks;
+  const LaunchContext chunk_launch{launch.stream, launch.programmatic && !streams_staged(blocks, device)};
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
     if (plan.binned) {
-      KernelLaunch(grid, kFusedThreads, 0, launch.stream)(topk_split_k_binned_chunk_kernel<T>, problem, plan, w);
+      KernelLaunch(grid, kFusedThreads, 0, launch.stream)
+          .programmatic(chunk_launch.programmatic)(topk_split_k_binned_chunk_kernel<T>, problem, plan, w);
       return;
     }
     if (problem.k == 1) {
-      const bool staged = streams_staged(problem.rows * plan.chunks, device);
-      KernelLaunch(grid, kFusedThreads, staged ? kStreamStageBytes : 0, launch.stream)(
-          topk_split_k_argmax_chunk_kernel<T>, problem, plan, w, staged);
+      const bool staged = streams_staged(blocks, device);
+      KernelLaunch(grid, kFusedThreads, staged ? kStreamStageBytes : 0, launch.stream)
+          .programmatic(chunk_launch.programmatic)(topk_split_k_argmax_chunk_kernel<T>, problem, plan, w, staged);
       return;
     }
     with_fused_core_shape<FusedRuns::chunks, T>(
-        problem.k, plan.chunk_length, problem.rows * plan.chunks, sizing, device,
+        problem.k, plan.chunk_length, blocks, sizing, device,
         [&](auto seeds, auto vectors, auto from_vectors, const FusedCoreShape& shape) {
           const auto kernel = topk_split_k_fused_chunk_kernel<T, decltype(seeds)::value, decltype(vectors)::value,
                                                               decltype(from_vectors)::value>;
-          launch_with_candidate_list(kernel, grid, ordinary, shape, problem, plan, w);
+          launch_with_candidate_list(kernel, grid, chunk_launch, shape, problem, plan, w);
         });
   });
   // The merge goes programmatically whenever the device can (not only when the caller asked):
   // the chunk kernel is this op's own, and it lets the merge launch at once.
   KernelLaunch(dim3(static_cast<unsigned>(problem.rows)), kFusedThreads, 0, launch.stream)
-      .programmatic(sm90_image_loaded(device))(topk_split_k_merge_kernel, problem, plan, w);
+      .programmatic(sm90_image_loaded(device))(
+          problem.k == 1 ? topk_split_k_argmax_merge_kernel : topk_split_k_merge_kernel, problem, plan, w);
 }
 
 }  // namespace softk::kernels

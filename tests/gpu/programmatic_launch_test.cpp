@@ -7,8 +7,10 @@
 // programmatic launches off, then on (eagerly, and captured in a CUDA graph, where they become
 // programmatic edges), and all must agree bit for bit with no NaN rows. The softmax is large
 // enough (tens of microseconds) that an early read would land inside it. The chains reach the
-// fused kernel, split-k's one-cluster form, and the two-launch split-k (whose merge is always
-// programmatic on sm_90+). Before sm_90 the option is ignored and the chains still run.
+// fused kernel, split-k's one-cluster form, and the two-launch split-k: its merge is always
+// programmatic on sm_90+, and its chunks are where they are more than one block an SM (each
+// kind: 264 one-read argmax chunks a row of 2^22+3 at K = 1; at K = 50 163 a row, binned at
+// 2^20+3 and fused at 2^22+3; 132 SMs). Before sm_90 the option is ignored and the chains still run.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -118,6 +120,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Chain{"two_pass_then_cluster_split_k", 64, 128256, SA::two_pass, TA::split_k, 50},
                       Chain{"register_then_fused", 4096, 4097, SA::register_resident, TA::fused, 16},
                       Chain{"split_k_then_two_launch_split_k", 2, (int64_t{1} << 22) + 3, SA::split_k, TA::split_k, 256},
+                      Chain{"split_k_then_argmax_chunks", 2, (int64_t{1} << 22) + 3, SA::split_k, TA::split_k, 1},
+                      Chain{"split_k_then_binned_chunks", 2, (int64_t{1} << 20) + 3, SA::split_k, TA::split_k, 50},
+                      Chain{"split_k_then_fused_chunks", 1, (int64_t{1} << 22) + 3, SA::split_k, TA::split_k, 50},
                       Chain{"auto_then_auto", 1, 128256, SA::automatic, TA::automatic, 50}),
     [](const ::testing::TestParamInfo<Chain>& info) { return std::string(info.param.name); });
 

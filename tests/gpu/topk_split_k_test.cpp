@@ -142,10 +142,12 @@ std::vector<TopkCase> input_cases() {
       {DType::bf16, 128256, 2, 50}, {DType::bf16, kV1M, 3, 1024},
       {DType::f16, 32000, 7, 2},    {DType::f16, 256000, 1, 256},
       // K = 1 in one cluster a row runs its own kernel (topk_cluster.cu: no threshold, the
-      // largest key merged across the cluster): 16 CTAs, and one. Past 2M tokens a row's
-      // chunks are long enough for the one-read argmax (block_argmax.cuh); an odd V ends its
-      // last chunk in a scalar tail.
+      // largest key merged across the cluster): 16 CTAs, and one. Past the cluster's reach a
+      // row's chunks take the one-read argmax (block_argmax.cuh) and the merge the largest of
+      // their keys: 4096-token chunks at 2^20+3 (one row, and three whose batch plan is longer
+      // chunks), 16K-token ones at 2^22; an odd V ends its last chunk in a scalar tail.
       {DType::f32, 151936, 3, 1},   {DType::bf16, 4097, 7, 1},
+      {DType::f32, kV1M, 1, 1},     {DType::bf16, kV1M, 3, 1},
       {DType::f32, int64_t{1} << 22, 1, 1}, {DType::bf16, (int64_t{1} << 22) + 3, 2, 1},
   };
   for (const Shape& s : shapes)
@@ -205,6 +207,10 @@ std::vector<TopkCase> batch_cases() {
     for (int64_t rows : {8, 16})
       for (int32_t k : {1, 50, 256}) add(out, DType::f32, V, rows, k, Dist::llm_like);
   for (int32_t k : {1, 50}) add(out, DType::bf16, 128256, 8, k, Dist::normal);
+  // K = 1 clusters held one CTA an SM while the batch fits one wave so (7 rows of 16 CTAs on an
+  // H200; the input cases' 3 rows of 151936 too), and 8 rows that do not.
+  for (int64_t rows : {5, 7}) add(out, DType::f32, 256000, rows, 1, Dist::llm_like);
+  add(out, DType::bf16, 201088, 6, 1, Dist::nan_row);
   for (int64_t V : {200003, 256000})
     for (int64_t rows : {8, 16})
       for (int32_t k : {1, 50, 256}) add(out, DType::f32, V, rows, k, Dist::llm_like);
@@ -275,7 +281,8 @@ std::vector<TopkCase> huge_cases() {
 // both split_k and auto, and 4 aligned rows of 2^20+3 through auto (the batch's longer chunks
 // run the fused core where one row's are binned); 32K-token chunks of the fused core at K =
 // 256, selecting from their candidates (LLM-like) or, the candidate lists overflowing, from the
-// chunk itself (constant). One cluster a row (topk_cluster.cu): constant rows (the select goes
+// chunk itself (constant); K = 1's one-read chunks and the merge of their keys, on +inf at
+// 2^22+3 and on NaN rows at 2^20+3, each on a misaligned base. One cluster a row (topk_cluster.cu): constant rows (the select goes
 // down to the index bits, level by level; at K = 1024 the first CTA holds every candidate and
 // sorts ~2048), NaN rows on a misaligned base, +inf, a 16-CTA LLM-like bf16 row, K = 1024 over
 // 16 CTAs on a misaligned base (~1500 candidates in every CTA's runs) and on an ascending bf16
@@ -308,6 +315,7 @@ std::vector<TopkCase> sanitize_cases() {
   one(TopkImpl::automatic, DType::f32, 128256, 16, 50, Dist::llm_like, {});
   one(TopkImpl::split_k, DType::f32, 128256, 2, 1, Dist::pm_inf, Layout{0, 1});
   one(TopkImpl::split_k, DType::f32, (int64_t{1} << 22) + 3, 1, 1, Dist::pm_inf, Layout{0, 1});
+  one(TopkImpl::split_k, DType::bf16, kV1M, 3, 1, Dist::nan_row, Layout{0, 1});
   one(TopkImpl::automatic, DType::f32, 256000, 19, 50, Dist::llm_like, Layout{0, 1});
   one(TopkImpl::split_k, DType::f32, 128256, 2, 1024, Dist::llm_like, Layout{0, 1});
   one(TopkImpl::split_k, DType::bf16, 151936, 1, 1024, Dist::ascending, {});
