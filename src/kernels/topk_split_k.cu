@@ -374,7 +374,8 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
   // ends (1 x 1M-16M at K = 1 1.07-1.20x, K = 50 1.04-1.08x, 8 x 1M-4M 1.02-1.13x; H200, one
   // run). A grid of one block an SM or fewer launches the ordinary way: 8 x 1M at K = 1024 (64
   // chunks) read 0.85-0.91x programmatic, as 2-4% slower before, its early blocks taking the
-  // SM slots as they free (not traced).
+  // SM slots as they free (not traced); so unlike the fused kernel's grids
+  // (programmatic_launch_pays), a chunk grid of up to half the SMs does not go early either.
   const int64_t blocks = problem.rows * plan.chunks;
   const LaunchContext chunk_launch{launch.stream, launch.programmatic && !streams_staged(blocks, device)};
   with_input_type(problem.dtype, [&](auto in) {
