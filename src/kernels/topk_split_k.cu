@@ -56,8 +56,11 @@
 namespace softk::kernels {
 namespace {
 
-/// A chunk shorter than this spends more on its block's fixed costs than on its data.
+/// A chunk shorter than this spends more on its block's fixed costs than on its data...
 constexpr int64_t kMinChunkElements = 4096;
+/// ...except at K = 1, whose chunks read once and list nothing: 1 x 256000 f32 in 63 chunks 5.07-5.14
+/// us, in 125 4.96-4.97, in 250 4.84-4.85 (H200, the first in another run).
+constexpr int64_t kMinArgmaxChunkElements = 1024;
 /// The merge reads every chunk's list: past ~8K keys it outweighs the parallelism more chunks
 /// buy (1 x 128256 f32, K = 1024, H200: 32 chunks 62 us, 8 chunks 48 us)...
 constexpr int64_t kMergeFriendlyCandidates = 8192;
@@ -103,7 +106,8 @@ struct SplitTopkPlan {
 /// holds K + max(K/2, 64) slots, a fused one's K), so the workspace for one row serves any batch.
 SplitTopkPlan plan_for(int64_t vocab, int32_t k, int sm_count, int64_t batch_rows) {
   const int64_t blocks_per_row = std::max<int64_t>(1, 2 * sm_count / batch_rows);
-  const int64_t target = std::max<int64_t>(kMinChunkElements, (vocab + blocks_per_row - 1) / blocks_per_row);
+  const int64_t min_chunk = k == 1 ? kMinArgmaxChunkElements : kMinChunkElements;
+  const int64_t target = std::max<int64_t>(min_chunk, (vocab + blocks_per_row - 1) / blocks_per_row);
   const int64_t merge_friendly = std::max<int64_t>(1, kMergeFriendlyCandidates / k);
   const int64_t streaming = (vocab + kMaxChunkElements - 1) / kMaxChunkElements;
   const int64_t usual_cap = std::max<int64_t>(1, kMaxMergeCandidates / k);
@@ -353,7 +357,11 @@ std::size_t per_row_plan_bytes(int64_t rows, int64_t vocab, int32_t k, int sm_co
 
 std::size_t topk_split_k_workspace_size(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
                                         SplitSizing sizing) {
-  if (topk_cluster_waves(rows, vocab, dtype, k, device, sizing) != 0) return 0;
+  // Under `automatic` a batch in clusters may still hold fewer rows that take two launches
+  // (kSpreadArgmaxMaxRows), and its workspace serves every smaller batch.
+  const bool all_in_clusters = topk_cluster_waves(rows, vocab, dtype, k, device, sizing) != 0 &&
+                               topk_cluster_waves(1, vocab, dtype, k, device, sizing) != 0;
+  if (all_in_clusters) return 0;
   return per_row_plan_bytes(rows, vocab, k, device.sm_count);
 }
 

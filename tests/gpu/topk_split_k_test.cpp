@@ -145,8 +145,9 @@ std::vector<TopkCase> input_cases() {
       // largest key merged across the cluster): 16 CTAs, and one. Past the cluster's reach a
       // row's chunks take the one-read argmax (block_argmax.cuh) and the merge the largest of
       // their keys: 4096-token chunks at 2^20+3 (one row, and three whose batch plan is longer
-      // chunks), 16K-token ones at 2^22; an odd V ends its last chunk in a scalar tail.
-      {DType::f32, 151936, 3, 1},   {DType::bf16, 4097, 7, 1},
+      // chunks), 16K-token ones at 2^22, and under auto one row of 256000 fp32 in 1024-token
+      // chunks (forced split_k: a cluster); an odd V ends its last chunk in a scalar tail.
+      {DType::f32, 151936, 3, 1},   {DType::bf16, 4097, 7, 1},   {DType::f32, 256000, 1, 1},
       {DType::f32, kV1M, 1, 1},     {DType::bf16, kV1M, 3, 1},
       {DType::f32, int64_t{1} << 22, 1, 1}, {DType::bf16, (int64_t{1} << 22) + 3, 2, 1},
   };
@@ -282,7 +283,8 @@ std::vector<TopkCase> huge_cases() {
 // run the fused core where one row's are binned); 32K-token chunks of the fused core at K =
 // 256, selecting from their candidates (LLM-like) or, the candidate lists overflowing, from the
 // chunk itself (constant); K = 1's one-read chunks and the merge of their keys, on +inf at
-// 2^22+3 and on NaN rows at 2^20+3, each on a misaligned base. One cluster a row (topk_cluster.cu): constant rows (the select goes
+// 2^22+3, on NaN rows at 2^20+3 and on a masked row of 256000 in 1024-token chunks (auto), each
+// on a misaligned base. One cluster a row (topk_cluster.cu): constant rows (the select goes
 // down to the index bits, level by level; at K = 1024 the first CTA holds every candidate and
 // sorts ~2048), NaN rows on a misaligned base, +inf, a 16-CTA LLM-like bf16 row, K = 1024 over
 // 16 CTAs on a misaligned base (~1500 candidates in every CTA's runs) and on an ascending bf16
@@ -316,6 +318,7 @@ std::vector<TopkCase> sanitize_cases() {
   one(TopkImpl::split_k, DType::f32, 128256, 2, 1, Dist::pm_inf, Layout{0, 1});
   one(TopkImpl::split_k, DType::f32, (int64_t{1} << 22) + 3, 1, 1, Dist::pm_inf, Layout{0, 1});
   one(TopkImpl::split_k, DType::bf16, kV1M, 3, 1, Dist::nan_row, Layout{0, 1});
+  one(TopkImpl::automatic, DType::f32, 256000, 1, 1, Dist::masked_rows, Layout{0, 1});
   one(TopkImpl::automatic, DType::f32, 256000, 19, 50, Dist::llm_like, Layout{0, 1});
   one(TopkImpl::split_k, DType::f32, 128256, 2, 1024, Dist::llm_like, Layout{0, 1});
   one(TopkImpl::split_k, DType::bf16, 151936, 1, 1024, Dist::ascending, {});
@@ -391,6 +394,27 @@ TEST_F(TopkSplitKDispatch, AutoKeepsRoomForSplitKOnOneLongRow) {
         v.vocab = V;
         const std::size_t need = softk::topk_workspace_size(v, k, {});
         EXPECT_GT(need, 0u) << "auto cannot take split-k for " << dtype_name(dt) << " V=" << V << " K=" << k;
+      }
+}
+
+// A workspace sized for a batch serves every smaller batch under auto (topk.hpp), also where the
+// batch runs in clusters (no workspace) and one row takes two launches (K = 1 past 768 KB a row:
+// topk_cluster.cu, kClusterArgmaxMaxRowBytes).
+TEST_F(TopkSplitKDispatch, AutoWorkspaceForABatchServesEverySmallerBatch) {
+  for (DType dt : {DType::f32, DType::bf16})
+    for (int64_t V : {int64_t{128256}, int64_t{201088}, int64_t{256000}, kV1M})
+      for (int32_t k : {1, 50, 1024}) {
+        softk::LogitsView v = valid_fake_logits();
+        v.dtype = dt;
+        v.steps = 1;
+        v.vocab = V;
+        v.batch = 1;
+        const std::size_t one_row = softk::topk_workspace_size(v, k, {});
+        for (int64_t rows : {2, 4, 8, 16}) {
+          v.batch = rows;
+          EXPECT_GE(softk::topk_workspace_size(v, k, {}), one_row)
+              << dtype_name(dt) << " V=" << V << " K=" << k << ": " << rows << " rows' workspace is short for one";
+        }
       }
 }
 
