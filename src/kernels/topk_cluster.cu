@@ -179,12 +179,12 @@ __device__ __forceinline__ bool sorts_in_buckets(unsigned candidates, bool first
 /// clusters (cluster_plan_for).
 constexpr int32_t kMultiWaveClusterMaxK = 256;
 /// A cluster runs on one GPC, whose share of the memory system bounds how fast it streams a row:
-/// under `automatic`, up to kSpreadArgmaxMaxRows rows of K = 1 longer than this take split-k's two
+/// under `automatic`, up to kEverySmArgmaxMaxRows rows of K = 1 longer than this take split-k's two
 /// launches, whose chunks stream over every SM, instead (1 x 256000 f32 5.30 -> 4.84 us, 1 x 201088
 /// f32 4.92 -> 4.78; but 1 x 151936 f32 4.41 -> 4.62, and bf16 0.84-0.94x up to 256000 tokens;
 /// H200, one run).
 constexpr int64_t kClusterArgmaxMaxRowBytes = 768 * 1024;
-constexpr int64_t kSpreadArgmaxMaxRows = 1;
+constexpr int64_t kEverySmArgmaxMaxRows = 1;
 
 /// A CTA's keys at or above the threshold (the leader's: the cluster's, in finish_at_leader),
 /// sorted, and every CTA's copied beside each other: the row's candidates, ranked by binary
@@ -1209,12 +1209,13 @@ ClusterTopkPlan cluster_size_for(int64_t rows, int64_t vocab, DType dtype, int32
 /// across the cluster against 29.6 at the leader (H100, one run). Past kMultiWaveClusterMaxK
 /// there, `automatic` takes the two-launch form instead (K = 1024: 37.1 us, where ranking
 /// across the cluster in two waves took 47.5; the leader's sort of ~1800 keys is unmeasured);
-/// forced split_k keeps the cluster, so that a row's bits never depend on its batch.
+/// forced split_k keeps the cluster, so that a row's bits never depend on its batch. So too for
+/// a lone long row at K = 1, which `automatic` streams over every SM (kClusterArgmaxMaxRowBytes).
 ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
                                  SplitSizing sizing) {
-  const bool spread_over_the_gpu = k == 1 && sizing == SplitSizing::per_batch && rows <= kSpreadArgmaxMaxRows &&
+  const bool over_every_sm = k == 1 && sizing == SplitSizing::per_batch && rows <= kEverySmArgmaxMaxRows &&
                                    vocab * static_cast<int64_t>(dtype_size(dtype)) > kClusterArgmaxMaxRowBytes;
-  if (spread_over_the_gpu) return kNoPlan;
+  if (over_every_sm) return kNoPlan;
   const ClusterLimits& limits = cluster_limits(device);
   ClusterTopkPlan plan = cluster_size_for(rows, vocab, dtype, k, limits, sizing);
   if (plan.ctas == 0) return kNoPlan;

@@ -358,7 +358,7 @@ std::size_t per_row_plan_bytes(int64_t rows, int64_t vocab, int32_t k, int sm_co
 std::size_t topk_split_k_workspace_size(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
                                         SplitSizing sizing) {
   // Under `automatic` a batch in clusters may still hold fewer rows that take two launches
-  // (kSpreadArgmaxMaxRows), and its workspace serves every smaller batch.
+  // (kEverySmArgmaxMaxRows), and its workspace serves every smaller batch.
   const bool all_in_clusters = topk_cluster_waves(rows, vocab, dtype, k, device, sizing) != 0 &&
                                topk_cluster_waves(1, vocab, dtype, k, device, sizing) != 0;
   if (all_in_clusters) return 0;

@@ -144,7 +144,7 @@ std::vector<TopkCase> input_cases() {
       // K = 1 in one cluster a row runs its own kernel (topk_cluster.cu: no threshold, the
       // largest key merged across the cluster): 16 CTAs, and one. Past the cluster's reach a
       // row's chunks take the one-read argmax (block_argmax.cuh) and the merge the largest of
-      // their keys: 4096-token chunks at 2^20+3 (one row, and three whose batch plan is longer
+      // their keys: ~4K-token chunks at 2^20+3 (one row, and three whose batch plan is longer
       // chunks), 16K-token ones at 2^22, and under auto one row of 256000 fp32 in 1024-token
       // chunks (forced split_k: a cluster); an odd V ends its last chunk in a scalar tail.
       {DType::f32, 151936, 3, 1},   {DType::bf16, 4097, 7, 1},   {DType::f32, 256000, 1, 1},
