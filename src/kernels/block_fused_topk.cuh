@@ -216,6 +216,17 @@ void launch_with_candidate_list(void (*kernel)(Params...), dim3 grid, const Laun
   KernelLaunch(grid, kFusedThreads, bytes, launch.stream).programmatic(launch.programmatic)(kernel, args..., shape);
 }
 
+/// Launches `kernel` (blocks of kFusedThreads streaming a run each, its last parameter whether
+/// they stream staged: block_argmax) on args..., staged, with the stage in dynamic shared memory
+/// where the grid streams staged (streams_staged; 32 KB, within the default limit).
+template <typename... Params, typename... Args>
+void launch_with_stream_stage(void (*kernel)(Params...), dim3 grid, const LaunchContext& launch,
+                              const DeviceInfo& device, const Args&... args) {
+  const bool staged = streams_staged(int64_t{grid.x} * grid.y, device);
+  KernelLaunch(grid, kFusedThreads, staged ? kStreamStageBytes : 0, launch.stream)
+      .programmatic(launch.programmatic)(kernel, args..., staged);
+}
+
 struct FusedTopkShared {
   SoftmaxState scratch[kFusedThreads / 32];
   BlockTopkStorage storage;

@@ -77,10 +77,8 @@ void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, con
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
     if (problem.k == 1) {
-      const bool staged = streams_staged(problem.rows, device);
-      KernelLaunch(dim3(static_cast<unsigned>(problem.rows)), kFusedThreads, staged ? kStreamStageBytes : 0,
-                   block_launch.stream)
-          .programmatic(block_launch.programmatic)(topk_fused_argmax_kernel<T>, problem, staged);
+      launch_with_stream_stage(topk_fused_argmax_kernel<T>, dim3(static_cast<unsigned>(problem.rows)), block_launch,
+                               device, problem);
       return;
     }
     with_fused_core_shape<FusedRuns::rows, T>(

@@ -79,7 +79,7 @@ constexpr int64_t kMaxMergeCandidatesForLongChunks = 2 * kMaxMergeCandidates;
 /// At K > 1, chunks up to this long take the histogram path: a shared-memory add per element is cheap
 /// while a thread holds a few elements; past it the fused core's prefix threshold, which skips
 /// most elements with one compare, wins (1 x 4M f32, K = 1, 16K-element chunks, H200: 25.0 us
-/// binned vs 20.2 fused)...
+/// binned vs 20.2 fused, measured before K = 1 took the one-read argmax)...
 constexpr int64_t kMaxBinnedChunkElements = 8192;
 /// ...except at large K, where the fused core's selects cost more (K = 1024, f32: 1 x 128256,
 /// 16K-element chunks, 35.5 us binned vs 43.3 fused; 1 x 256000, 32K-element chunks, 34.1 vs
@@ -209,7 +209,7 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   at.pad(written, plan);
 }
 
-/// K = 1 on a long chunk: its (m, d) and largest key in one read (block_argmax.cuh).
+/// K = 1 on a chunk of any length: its (m, d) and largest key in one read (block_argmax.cuh).
 template <typename T>
 __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
     topk_split_k_argmax_chunk_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w, bool staged) {
@@ -394,9 +394,7 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
       return;
     }
     if (problem.k == 1) {
-      const bool staged = streams_staged(blocks, device);
-      KernelLaunch(grid, kFusedThreads, staged ? kStreamStageBytes : 0, launch.stream)
-          .programmatic(chunk_launch.programmatic)(topk_split_k_argmax_chunk_kernel<T>, problem, plan, w, staged);
+      launch_with_stream_stage(topk_split_k_argmax_chunk_kernel<T>, grid, chunk_launch, device, problem, plan, w);
       return;
     }
     with_fused_core_shape<FusedRuns::chunks, T>(
