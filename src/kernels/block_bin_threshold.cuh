@@ -22,6 +22,10 @@ __device__ __forceinline__ unsigned key_bin(TopkKey key) { return static_cast<un
 /// The smallest key in `bin`: key >= bin_floor_key(b) exactly when key_bin(key) >= b.
 __device__ __forceinline__ TopkKey bin_floor_key(unsigned bin) { return TopkKey{bin} << (64 - kBinBits); }
 
+/// The digit of a key examined at each level of a select by bins: 12 bits at a time from the
+/// top (level 0 is key_bin's), the last (level 5) the low 12, of which level 4 decided all but 4.
+__device__ constexpr int digit_shift(int level) { return 64 - kBinBits * (level + 1) > 0 ? 64 - kBinBits * (level + 1) : 0; }
+
 struct BinThreshold {
   unsigned bin;          ///< the bin of the K-th largest key (0 when there are fewer than K keys)
   unsigned at_or_above;  ///< keys in that bin or above: >= K, or every key when there are fewer
@@ -41,7 +45,8 @@ struct BinHistogram {
     for (unsigned b = threadIdx.x; b < kBins; b += kThreads) counts[b] = 0;
   }
 
-  __device__ __forceinline__ void add(TopkKey key) { atomicAdd(&counts[key_bin(key)], 1u); }
+  __device__ __forceinline__ void add_to_bin(unsigned bin) { atomicAdd(&counts[bin], 1u); }
+  __device__ __forceinline__ void add(TopkKey key) { add_to_bin(key_bin(key)); }
 
   /// Counts every logit of a group (a bin depends on the value alone, so no index is needed).
   template <int N, int W>
@@ -88,23 +93,40 @@ struct BinHistogram {
 
 /// The k largest of a set of unique keys, sorted descending in shared memory, given a histogram
 /// holding every one of them (added after a barrier that followed its clear): the keys at or
-/// above the bin of the k-th largest (k plus part of a bin) are gathered and sorted, or, when
-/// that bin holds too many to gather, radix-selected from those keys. Called by the whole block.
-template <int kThreads, int kValueBits = 32, typename ForEachKey>
+/// above the bin of the k-th largest (k plus part of a bin) are gathered and sorted. Where that
+/// bin holds too many to gather, its keys are counted again by their next 12 bits, and so on
+/// down (keys crowd a bin where it is wide: 1 x 64M fp32 at K = 256 lists ~1,900 keys in
+/// [8, 9); or tie: a constant row). After level 4 a bin holds at most 16 keys, so with
+/// k <= kMaxFastTopK - 15 (every caller's k <= kLargeK) the candidates always fit. Each level
+/// visits every key again. Called by the whole block.
+template <int kThreads, typename ForEachKey>
 __device__ const TopkKey* block_topk_sorted_from_bins(unsigned k, const ForEachKey& for_each_key,
                                                       BinHistogram<kThreads>& histogram, BlockTopkStorage& storage) {
   if (threadIdx.x == 0) storage.count = 0;  // threshold() starts with a barrier
-  const BinThreshold cut = histogram.threshold(k);
-  const TopkKey floor_key = bin_floor_key(cut.bin);
-  const auto at_or_above = [&](auto&& visit) {
+  BinThreshold cut = histogram.threshold(k);
+  TopkKey prefix = bin_floor_key(cut.bin);   // the decided bits of the k-th key, zeros below
+  TopkKey decided = bin_floor_key(kBins - 1);  // which bits those are
+  unsigned above = 0;                         // keys above the prefix's bin at every level so far
+  unsigned candidates = cut.at_or_above;      // keys >= prefix
+  for (int level = 1; candidates > kMaxFastTopK; ++level) {
+    above += cut.at_or_above - histogram.counts[cut.bin];
+    __syncthreads();  // every thread has read that count before the clear
+    histogram.clear();
+    __syncthreads();
+    const int shift = digit_shift(level);
     for_each_key([&](TopkKey key) {
-      if (key >= floor_key) visit(key);
+      if ((key & decided) == prefix) histogram.add_to_bin(static_cast<unsigned>(key >> shift) & (kBins - 1));
     });
-  };
-  if (cut.at_or_above > kMaxFastTopK) return block_topk_sorted<kThreads, kValueBits>(k, at_or_above, storage);
-  at_or_above([&](TopkKey key) { storage.winners[atomicAdd(&storage.count, 1u)] = key; });
+    cut = histogram.threshold(k - above);  // starts with a barrier: every add has landed
+    prefix |= TopkKey{cut.bin} << shift;
+    decided |= TopkKey{kBins - 1} << shift;
+    candidates = above + cut.at_or_above;
+  }
+  for_each_key([&](TopkKey key) {
+    if (key >= prefix) storage.winners[atomicAdd(&storage.count, 1u)] = key;
+  });
   __syncthreads();
-  return block_sort_winners<kThreads>(cut.at_or_above, storage);
+  return block_sort_winners<kThreads>(candidates, storage);
 }
 
 }  // namespace softk::kernels

@@ -402,10 +402,6 @@ __device__ __forceinline__ HeldChunk<T, kVectors> hold_chunk(const TopkProblem& 
 // which cluster_limits() never offers (it asks sm90_image_loaded()).
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 
-/// The digit of the key examined at each level of the select: 12 bits at a time from the top
-/// (the first level is the value's sign, exponent and 3 mantissa bits, as in key_bin).
-__device__ constexpr int digit_shift(int level) { return 64 - kBinBits * (level + 1) > 0 ? 64 - kBinBits * (level + 1) : 0; }
-
 /// Bin b summed over the cluster's CTAs. The loop is unrolled to the largest cluster so that
 /// every remote load is issued before the first add: a rolled loop waits one DSMEM round trip
 /// (~200 ns) per CTA.

@@ -16,9 +16,9 @@
 //  Launch 2  a block per row merges the chunk states (in a fixed order, so the bits never
 //            depend on scheduling) and finds the row's top-K in the union of the lists (which
 //            holds it, as each list holds its chunk's): up to K = 256 a histogram of the
-//            listed keys gives the bin of the K-th largest and the keys at or above it are
-//            gathered and sorted; past it, a radix select over the lists; at K = 1 the largest
-//            of the chunks' keys.
+//            listed keys gives the bin of the K-th largest (the next 12 bits of that bin's keys
+//            where it holds too many) and the keys at or above it are gathered and sorted; past
+//            it, a radix select over the lists; at K = 1 the largest of the chunks' keys.
 // The kernel boundary is the grid-wide barrier between the two. Forced split-k chunks a row by
 // V, K and the SM count only, so a row gets the same bits whatever batch it sits in; under
 // `automatic` (SplitSizing::per_batch) the rows of a batch share one wave of chunk blocks, as

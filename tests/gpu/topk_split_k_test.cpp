@@ -12,9 +12,10 @@
 //                        rows 4-24 at V >= 2^20+3 (one 2^22+3), where it takes longer chunks;
 //                        rows 64-128 of 16001-128256, which auto runs in one wave of clusters
 //                        (K = 1: up to three)
-//   Huge/TopkSplitK      V = 2^24+3 on the inputs that stress the merge, and V = 2^26 (K = 50,
-//                        f32 llm_like and bf16 normal)
-//   Sanitize/TopkSplitK  22 small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
+//   Huge/TopkSplitK      V = 2^24+3 on the inputs that stress the merge, V = 2^26 (K = 50,
+//                        f32 llm_like and bf16 normal), and the merge's bin of the K-th key
+//                        overflowing (heavy tails, ties)
+//   Sanitize/TopkSplitK  27 small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
 //                        through both forms (one cluster a row, two launches)
 // plus TopkSplitKWorkspace (too-small / null workspace) and TopkSplitKDispatch (auto keeps room
 // for split-k when a single row is long). '--gtest_filter=*SplitK*' selects all of it.
@@ -272,13 +273,20 @@ std::vector<TopkCase> huge_cases() {
   add(out, DType::f32, kV16M, 1, 2, Dist::pm_inf);                 // -inf head, 2% masked
   add(out, DType::f32, kV64M, 1, 50, Dist::llm_like);
   add(out, DType::bf16, kV64M, 1, 50, Dist::normal);
+  // The merge's bin of the K-th key holding more keys than it gathers: heavy-tailed logits crowd
+  // [36, 40) with ~6,700 listed keys at K = 256, which the next 12 bits split; a constant row
+  // ties every value, and the select goes down to the index bits.
+  add(out, DType::f32, kV16M, 1, 256, Dist::heavy_tailed);
+  add(out, DType::f32, (int64_t{1} << 22) + 3, 1, 50, Dist::constant);
   return finish(out, true);
 }
 
 // Small cases for compute-sanitizer memcheck / racecheck / synccheck, through both forms of
-// split-k. Two-launch (V past a cluster's registers): ties over many chunks (K = 50 at 300000,
-// where every binned chunk's threshold bin overflows its list and the merge's bin overflows its
-// gather: both exact fallbacks); +inf across chunks at K = 1024; a misaligned 2^20+3 row through
+// split-k. Two-launch (V past a cluster's registers): the merge's bin select going a level
+// down (heavy-tailed logits at K = 256, misaligned) and down to the index bits (a constant row),
+// at 2^22+3; ties over many chunks (K = 50 at 300000,
+// where every binned chunk's threshold bin overflows its list, whose exact fallback lists the
+// chunk's top-K, and the merge's bin overflows its gather); +inf across chunks at K = 1024; a misaligned 2^20+3 row through
 // both split_k and auto, and 4 aligned rows of 2^20+3 through auto (the batch's longer chunks
 // run the fused core where one row's are binned); 32K-token chunks of the fused core at K =
 // 256, selecting from their candidates (LLM-like) or, the candidate lists overflowing, from the
@@ -300,6 +308,8 @@ std::vector<TopkCase> sanitize_cases() {
   const auto one = [&](TopkImpl impl, DType dt, int64_t V, int64_t rows, int32_t k, Dist d, Layout layout) {
     out.push_back(make_case(impl, dt, V, rows, k, d, params_for(d, V, k), Extra{layout}));
   };
+  one(TopkImpl::split_k, DType::f32, (int64_t{1} << 22) + 3, 1, 256, Dist::heavy_tailed, Layout{0, 1});
+  one(TopkImpl::split_k, DType::f32, (int64_t{1} << 22) + 3, 1, 50, Dist::constant, {});
   one(TopkImpl::split_k, DType::f32, 4097, 3, 1024, Dist::nan_row, Layout{0, 1});
   one(TopkImpl::split_k, DType::f32, 33000, 1, 1024, Dist::constant, {});
   one(TopkImpl::split_k, DType::f32, 300000, 2, 50, Dist::constant, {});
