@@ -88,8 +88,9 @@ constexpr int64_t kMaxBinnedChunkElements = 8192;
 constexpr int64_t kMaxBinnedLargeKChunkElements = 32768;
 /// Large K, for the two choices above and below. Up to it, the merge finds the row's winners by
 /// histogram: the keys at or above the threshold bin (K plus part of a bin) then fit the
-/// 1024-key sort. Past it they rarely do, and a radix select over the lists is faster than the
-/// histogram pass plus that select (1 x 32000 f32, K = 1024: 26.6 us vs 30.0).
+/// 1024-key sort, or do a level of bins down (block_topk_sorted_from_bins). Past it they rarely
+/// do, and a radix select over the lists measured faster than the histogram pass plus a radix
+/// select of that bin (1 x 32000 f32, K = 1024: 26.6 us vs 30.0).
 constexpr int32_t kLargeK = 256;
 
 struct SplitTopkPlan {
