@@ -95,8 +95,8 @@ struct BinHistogram {
 /// holding every one of them (added after a barrier that followed its clear): the keys at or
 /// above the bin of the k-th largest (k plus part of a bin) are gathered and sorted. Where that
 /// bin holds too many to gather, its keys are counted again by their next 12 bits, and so on
-/// down (keys crowd a bin where it is wide: 1 x 64M fp32 at K = 256 lists ~1,900 keys in
-/// [8, 9); or tie: a constant row). After level 4 a bin holds at most 16 keys, so with
+/// down (keys crowd a bin where it is wide: 1 x 64M fp32 at K = 256 lists ~2,100 keys at or
+/// above [8, 9); or tie: a constant row). After level 4 a bin holds at most 16 keys, so with
 /// k <= kMaxFastTopK - 15 (every caller's k <= kLargeK) the candidates always fit. Each level
 /// visits every key again. Called by the whole block.
 template <int kThreads, typename ForEachKey>
