@@ -89,7 +89,8 @@ __device__ __forceinline__ RunArgmax block_reduce_argmax(const SoftmaxState& sta
 
 /// The (m, d) and the largest key of `run`, by the whole block. `stage`: where `staged` (a launch
 /// of at most one block an SM, as the fused core's rest: block_fused_topk.cuh), the
-/// staged stream's shared memory (kStagedStreamBytes); launch_with_stream_stage sets both. Called by all kThreads threads.
+/// staged stream's shared memory (kStagedStreamBytes); launch_with_stream_stage sets both.
+/// Called by all kThreads threads.
 template <int kThreads, typename T>
 __device__ __forceinline__ RunArgmax block_argmax(const RowSegment<T>& run, float k_exp, bool staged, RawVector* stage,
                                                   BlockArgmaxScratch<kThreads>& scratch) {

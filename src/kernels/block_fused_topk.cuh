@@ -125,11 +125,10 @@ struct FusedCoreShape {
 /// against 1/32): bf16 at K = 50 1.22-1.25x on 64-1024 rows of 32000, 1.12-1.17x of 256000,
 /// 0.98-1.06x of 128256, split-k chunks 1.05-1.22x; bf16 at K = 1 0.92-1.10x, when K = 1 still
 /// ran this core (it takes block_argmax.cuh since 23b3128, so the rule names no K). fp32 gained
-/// once a thread's last prefix vectors were
-/// fetched two at a time (block_fused_candidates; before that rows of 128256 lost, 0.94-0.97x,
-/// their prefix tails waiting a round trip a vector): at 1/16, K = 50, 1.03-1.12x; 1/8 against
-/// 1/16 0.99-1.15x (1 x 4M 1.15x, 64 x 128256 1.07x, 256 x 256000 0.99x). 1/4 for bf16 was mixed
-/// (0.95-1.10x: rows of 128256 lost).
+/// once a thread's last prefix vectors were fetched two at a time (block_fused_candidates;
+/// before that rows of 128256 lost, 0.94-0.97x, their prefix tails waiting a round trip a
+/// vector): at 1/16, K = 50, 1.03-1.12x; 1/8 against 1/16 0.99-1.15x (1 x 4M 1.15x, 64 x 128256
+/// 1.07x, 256 x 256000 0.99x). 1/4 for bf16 was mixed (0.95-1.10x: rows of 128256 lost).
 ///
 /// At K > 256 a row of at most kWholePrefixMaxLength tokens is read whole in phase A, where the
 /// resident rows fit L2 together. Against 2/3 (K = 1024, fp32 and bf16, H200, one run each):

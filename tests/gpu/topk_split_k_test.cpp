@@ -284,9 +284,9 @@ std::vector<TopkCase> huge_cases() {
 // Small cases for compute-sanitizer memcheck / racecheck / synccheck, through both forms of
 // split-k. Two-launch (V past a cluster's registers): the merge's bin select going a level
 // down (heavy-tailed logits at K = 256, misaligned) and down to the index bits (a constant row),
-// at 2^22+3; ties over many chunks (K = 50 at 300000,
-// where every binned chunk's threshold bin overflows its list, whose exact fallback lists the
-// chunk's top-K, and the merge's bin overflows its gather); +inf across chunks at K = 1024; a misaligned 2^20+3 row through
+// at 2^22+3; ties over many chunks (K = 50 at 300000, where every binned chunk's threshold bin
+// overflows its list, whose exact fallback lists the chunk's top-K, and the merge's bin
+// overflows its gather); +inf across chunks at K = 1024; a misaligned 2^20+3 row through
 // both split_k and auto, and 4 aligned rows of 2^20+3 through auto (the batch's longer chunks
 // run the fused core where one row's are binned); 32K-token chunks of the fused core at K =
 // 256, selecting from their candidates (LLM-like) or, the candidate lists overflowing, from the
