@@ -101,9 +101,9 @@ __device__ __forceinline__ RunArgmax block_argmax(const RowSegment<T>& run, floa
     argmax.offer(group, run.first_index);
   };
   if (staged) {  // block-uniform
-    for_each_element_staged<kStreamUnroll>(run, stage, threadIdx.x, kThreads, fold);
+    for_each_element_staged<kStreamUnroll, kStreamTailLoads>(run, stage, threadIdx.x, kThreads, fold);
   } else {
-    for_each_element<kStreamUnroll>(run, threadIdx.x, kThreads, fold);
+    for_each_element<kStreamUnroll, kStreamTailLoads>(run, threadIdx.x, kThreads, fold);
   }
   return block_reduce_argmax<kThreads>(state, argmax.best, k_exp, scratch);
 }

@@ -281,8 +281,9 @@ struct FusedCandidates {
 /// keeps, whether phase A seeds from vector maxima (at LA = 4), how long the prefix is and
 /// whether the rest is staged (with_fused_core_shape). Called by all kFusedThreads
 /// threads. candidate_storage: shape.dynamic_bytes() of shared memory, 16-byte aligned: the list,
-/// then the stage. Starts with no barrier and ends on one.
-template <typename T, int LA, bool kListsVectors, bool kSeedsFromVectors>
+/// then the stage. kRuns: whole rows or split-k chunks (they fetch the rest's last vectors
+/// differently). Starts with no barrier and ends on one.
+template <FusedRuns kRuns, typename T, int LA, bool kListsVectors, bool kSeedsFromVectors>
 __device__ FusedCandidates block_fused_candidates(const T* data, int64_t first_index, int64_t length, unsigned k,
                                                   float k_exp, const FusedCoreShape& shape, void* candidate_storage,
                                                   FusedTopkShared& shared) {
@@ -354,11 +355,17 @@ __device__ FusedCandidates block_fused_candidates(const T* data, int64_t first_i
                            static_cast<unsigned>(kCandidateBytes / sizeof(TopkKey)), threshold};
   }();
   stream_prefix([&](const auto& group) { list.offer(group, prefix.first_index); });
-  // At K > 256 (four seeds a thread) the rest's last vectors go two at a time too, since the
-  // longer select after phase B hides their latency no better: K = 1024 on rows of 32000
-  // 1.02-1.06x, elsewhere 0.99-1.01x (H200, one run). Not with fewer seeds: K = 256 on rows of
-  // 32000 fp32 read 0.98-0.99x, and K = 1 split-k chunks 0.97x with the paired loop beside theirs.
-  constexpr int kRestTailLoads = LA == 4 ? 2 : 1;
+  // The rest's last vectors, which nothing after phase B hides (H200, two rounds of one run each):
+  // - at K > 256 (four seeds a thread) two at a time, as in the prefix: K = 1024 on rows of
+  //   32000 1.02-1.06x, elsewhere 0.99-1.01x;
+  // - in whole rows at K <= 256 all at once (kStreamTailLoads): K = 50 at 8-8192 rows of
+  //   16000-256000 0.99-1.08x (2048 x 16000 f32 1.07x, 256 x 32000 bf16 1.03x), fp32 K = 256 0.99-1.03x;
+  //   except 16-bit rows at two seeds a thread (K = 65-256), which read 0.97-0.99x at K = 256;
+  // - else one at a time: split-k's bf16 chunks read 0.97-0.99x all at once (1-8 rows of
+  //   4M-64M at K = 50), and K = 1 chunks 0.97x with a paired loop beside theirs, when K = 1
+  //   still ran this core.
+  constexpr bool kAllAtOnce = kRuns == FusedRuns::rows && !(sizeof(T) == 2 && LA == 2);
+  constexpr int kRestTailLoads = LA == 4 ? 2 : kAllAtOnce ? kStreamTailLoads : 1;
   const auto fold_and_offer = [&](const auto& group) {
     accumulate(state, group, k_exp);
     list.offer(group, rest.first_index);

@@ -161,7 +161,8 @@ __device__ __forceinline__ void visit_round(const RowSegment<T>& segment, const 
 }
 
 /// Visits a thread's last body vectors, v, v + threads, ... (fewer than a round), as
-/// ElementGroup<1, W>, fetched by load(v) kTailLoads (1 or 2) at a time.
+/// ElementGroup<1, W>, fetched by load(v) kTailLoads at a time: 1, 2, or all of them
+/// (kTailLoads >= 3, at most UNROLL - 1 being left; each load past the body skipped).
 template <int kTailLoads, typename T, typename Load, typename Visit>
 __device__ __forceinline__ void visit_last_vectors(const RowSegment<T>& segment, Load&& load, int64_t v, int threads,
                                                    Visit&& visit) {
@@ -170,27 +171,46 @@ __device__ __forceinline__ void visit_last_vectors(const RowSegment<T>& segment,
   // Fetched one at a time, each waits a round trip (a 1/32 prefix of 256000 fp32 logits leaves
   // three a thread: phase A took 4.0 us there, 1.3 where it leaves one; H200 trace). Two at a
   // time where nothing else hides that latency and the registers allow (the fused core's
-  // prefix); elsewhere it measured 0.95-1.09x, the losses at rows of 32000, and three at once
-  // spill in the 16-bit fused kernels.
-  static_assert(kTailLoads == 1 || kTailLoads == 2, "one or two tail loads in flight");
-  if constexpr (kTailLoads == 2) {
-    for (; v + threads < vectors; v += 2 * int64_t{threads}) {
-      const RawVector raw[2] = {load(v), load(v + threads)};
+  // prefix: three at once spill in its 16-bit kernels); all at once (kStreamTailLoads) in the
+  // streams that measured faster so. The fused core keeps the one- and two-load loops below
+  // as they are: at its 64-register cap, reshaping them (the same loads, predicated) moved
+  // its kernels by -17% to +8% from shape to shape (H200, 2026-11-23; bench/RESULTS.md).
+  if constexpr (kTailLoads >= 3) {
+    for (; v < vectors; v += int64_t{kTailLoads} * threads) {
+      RawVector raw[kTailLoads];
 #pragma unroll
-      for (int u = 0; u < 2; ++u) {
+      for (int u = 0; u < kTailLoads; ++u)
+        if (v + int64_t{u} * threads < vectors) raw[u] = load(v + int64_t{u} * threads);
+#pragma unroll
+      for (int u = 0; u < kTailLoads; ++u) {
+        if (v + int64_t{u} * threads >= vectors) break;
         ElementGroup<1, W> group;
         fill_runs<T>(group, raw + u);
         group.offset[0] = segment.body_offset(v + int64_t{u} * threads);
         visit(group);
       }
     }
-  }
-  for (; v < vectors; v += threads) {
-    const RawVector raw = load(v);
-    ElementGroup<1, W> group;
-    fill_runs<T>(group, &raw);
-    group.offset[0] = segment.body_offset(v);
-    visit(group);
+  } else {
+    static_assert(kTailLoads == 1 || kTailLoads == 2, "one, two or all tail loads in flight");
+    if constexpr (kTailLoads == 2) {
+      for (; v + threads < vectors; v += 2 * int64_t{threads}) {
+        const RawVector raw[2] = {load(v), load(v + threads)};
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          ElementGroup<1, W> group;
+          fill_runs<T>(group, raw + u);
+          group.offset[0] = segment.body_offset(v + int64_t{u} * threads);
+          visit(group);
+        }
+      }
+    }
+    for (; v < vectors; v += threads) {
+      const RawVector raw = load(v);
+      ElementGroup<1, W> group;
+      fill_runs<T>(group, &raw);
+      group.offset[0] = segment.body_offset(v);
+      visit(group);
+    }
   }
 }
 
@@ -198,7 +218,7 @@ __device__ __forceinline__ void visit_last_vectors(const RowSegment<T>& segment,
 /// (from global memory, or from a copy of the body held in shared memory). UNROLL vectors go
 /// at a time (all fetched before any is used, so each thread keeps UNROLL 16-byte loads in
 /// flight), visited as groups of kGroupVectors vectors; a thread's last (fewer than UNROLL)
-/// vectors come as ElementGroup<1, W>, fetched kTailLoads (1 or 2) at a time.
+/// vectors come as ElementGroup<1, W>, fetched kTailLoads at a time (visit_last_vectors).
 template <int UNROLL, int kTailLoads = 1, typename T, typename Load, typename Visit>
 __device__ __forceinline__ void for_each_body_vector(const RowSegment<T>& segment, Load&& load, int thread, int threads,
                                                      Visit&& visit) {

@@ -16,6 +16,11 @@ namespace softk::kernels {
 namespace {
 
 constexpr int kThreads = 512;
+/// fp32 chunks fetch a thread's last vectors all at once (rows 1-8 of 32000-256000 1.06-1.17x,
+/// 4 x 32K-16M 1.05-1.12x); 16-bit ones one at a time, as at once they read 1 x 32000-256000
+/// and 4 x 32K-128K at 0.96-0.98x (though 4 x 4M-16M at 1.05-1.13x; H200, two rounds of one run).
+template <typename T>
+constexpr int kSplitTailLoads = sizeof(T) == 4 ? kStreamTailLoads : 1;
 /// Below this many elements a chunk's CTA spends more on its launch and reduction than on data.
 constexpr int64_t kMinChunkElements = 4096;
 /// Chunk lengths are multiples of this, so every chunk after the first starts on the same
@@ -40,7 +45,8 @@ __global__ void __launch_bounds__(kThreads) split_k_state_kernel(SoftmaxProblem 
                                                                   SoftmaxState* states) {
   __shared__ SoftmaxState scratch[kThreads / 32];
   const int64_t row = plan.first_row + blockIdx.y;
-  const SoftmaxState state = segment_state<kThreads>(chunk_of<T>(problem, plan, row), problem.k, scratch);
+  const SoftmaxState state =
+      segment_state<kThreads, kSplitTailLoads<T>>(chunk_of<T>(problem, plan, row), problem.k, scratch);
   if (threadIdx.x == 0) states[int64_t{blockIdx.y} * plan.chunks + blockIdx.x] = state;
 }
 
@@ -56,7 +62,8 @@ __global__ void __launch_bounds__(kThreads) split_k_write_kernel(SoftmaxProblem 
   if (blockIdx.x == 0 && threadIdx.x == 0 && problem.row_status)
     problem.row_status[row] = static_cast<int32_t>(normalizer.status);
   const RowSegment<T> chunk = chunk_of<T>(problem, plan, row);
-  write_probabilities<kThreads>(chunk, normalizer, static_cast<OutT*>(problem.out) + row * problem.vocab + chunk.first_index);
+  OutT* out = static_cast<OutT*>(problem.out) + row * problem.vocab + chunk.first_index;
+  write_probabilities<kThreads, kSplitTailLoads<T>>(chunk, normalizer, out);
 }
 
 }  // namespace

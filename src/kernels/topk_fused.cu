@@ -22,7 +22,7 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   const int64_t row = blockIdx.x;
   const auto k = static_cast<unsigned>(problem.k);
   const RowSegment<T> row_run(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
-  const FusedCandidates found = block_fused_candidates<T, LA, kListsVectors, kSeedsFromVectors>(
+  const FusedCandidates found = block_fused_candidates<FusedRuns::rows, T, LA, kListsVectors, kSeedsFromVectors>(
       row_run.data, 0, problem.vocab, k, problem.k_exp, shape, candidate_storage, shared);
   const Normalizer normalizer(found.state, problem.k_exp);
   if (threadIdx.x == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);

@@ -189,7 +189,7 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   enter_after_previous_grid();  // launched programmatically (chunk_launch): nothing global before it
 
   const ChunkSlot<T> at(problem, plan, w);
-  const FusedCandidates found = block_fused_candidates<T, LA, kListsVectors, kSeedsFromVectors>(
+  const FusedCandidates found = block_fused_candidates<FusedRuns::chunks, T, LA, kListsVectors, kSeedsFromVectors>(
       at.chunk.data, at.chunk.first_index, at.chunk.length, at.k, problem.k_exp, shape, candidate_storage,
       shared);
   if (threadIdx.x == 0) w.states[at.slot] = found.state;
@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   if (threadIdx.x == 0) listed = 0;
   __syncthreads();
   SoftmaxState state = empty_state();
-  for_each_element<kStreamUnroll>(at.chunk, threadIdx.x, kFusedThreads, [&](const auto& group) {
+  for_each_element<kStreamUnroll, kStreamTailLoads>(at.chunk, threadIdx.x, kFusedThreads, [&](const auto& group) {
     accumulate(state, group, problem.k_exp);
     histogram.add_values(group);
   });
@@ -257,7 +257,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     // Re-reads the chunk (from L1/L2) and lists every key in the threshold bin or above.
     const CandidateList list{at.keys, &listed, static_cast<unsigned>(plan.list_capacity),
                              key_threshold(bin_floor_key(cut.bin))};
-    for_each_element<kStreamUnroll>(at.chunk, threadIdx.x, kFusedThreads,
+    for_each_element<kStreamUnroll, kStreamTailLoads>(at.chunk, threadIdx.x, kFusedThreads,
                                     [&](const auto& group) { list.offer(group, at.chunk.first_index); });
     __syncthreads();
     written = listed;
