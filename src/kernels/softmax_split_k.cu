@@ -16,8 +16,8 @@ namespace softk::kernels {
 namespace {
 
 constexpr int kThreads = 512;
-/// fp32 chunks fetch a thread's last vectors all at once (rows 1-8 of 32000-256000 1.06-1.17x,
-/// 4 x 32K-16M 1.05-1.12x); 16-bit ones one at a time, as at once they read 1 x 32000-256000
+/// fp32 chunks fetch a thread's last vectors all at once (rows 1-8 of 32000-256000 1.05-1.17x,
+/// 4 rows of 32K-32M 1.02-1.12x); 16-bit ones one at a time, as at once they read 1 x 32000-256000
 /// and 4 x 32K-128K at 0.96-0.98x (though 4 x 4M-16M at 1.05-1.13x; H200, two rounds of one run).
 template <typename T>
 constexpr int kSplitTailLoads = sizeof(T) == 4 ? kStreamTailLoads : 1;
