@@ -127,8 +127,9 @@ __device__ __forceinline__ float kth_largest_seed(const SeedBuffer<kSeedsPerLane
 }
 
 // At least three blocks an SM (at most 85 registers): unbounded, the 16-bit kernels took 98 and
-// ran two; a bound of four spilled ~100 bytes.
-template <typename T, WarpRowPass kPass>
+// ran two; a bound of four spilled ~100 bytes. kTailLoads: how a lane's last vectors (fewer than
+// a round) are fetched (launch_topk_warp_rows).
+template <typename T, WarpRowPass kPass, int kTailLoads>
 __global__ void __launch_bounds__(kWarpRowThreads, 3) topk_warp_row_kernel(TopkProblem problem) {
   __shared__ WarpRowShared shared[kWarpsPerBlock];
   enter_after_previous_grid();
@@ -152,7 +153,7 @@ __global__ void __launch_bounds__(kWarpRowThreads, 3) topk_warp_row_kernel(TopkP
   // A lane visits its head and tail elements before its body, so ties compare the index.
   float best = -CUDART_INF_F;
   int32_t best_index = -1;
-  for_each_element<kStreamUnroll>(segment, static_cast<int>(lane), 32, [&](const auto& group) {
+  for_each_element<kStreamUnroll, kTailLoads>(segment, static_cast<int>(lane), 32, [&](const auto& group) {
     using Group = std::remove_reference_t<decltype(group)>;
     accumulate(state, group, problem.k_exp);
     if constexpr (kPass == WarpRowPass::argmax) {
@@ -199,7 +200,7 @@ __global__ void __launch_bounds__(kWarpRowThreads, 3) topk_warp_row_kernel(TopkP
     if (lane == 0) s.count = 0;
     __syncwarp();
     const CandidateList list{s.keys, &s.count, kWarpListCapacity, tau};
-    for_each_element<kStreamUnroll>(segment, static_cast<int>(lane), 32,
+    for_each_element<kStreamUnroll, kTailLoads>(segment, static_cast<int>(lane), 32,
                                     [&](const auto& group) { list.offer(group, 0); });
     __syncwarp();
     listed = s.count;
@@ -228,6 +229,21 @@ __global__ void __launch_bounds__(kWarpRowThreads, 3) topk_warp_row_kernel(TopkP
   write(b, lane + 32);
 }
 
+/// The kernel of a row streamed (not listed whole): its pass by K and length.
+template <typename T, int kTailLoads>
+auto streamed_row_kernel(int32_t k, int64_t row_vectors) {
+  return k == 1                           ? topk_warp_row_kernel<T, WarpRowPass::argmax, kTailLoads>
+         : row_vectors < int64_t{2} * k ? topk_warp_row_kernel<T, WarpRowPass::element_seeds, kTailLoads>
+                                        : topk_warp_row_kernel<T, WarpRowPass::vector_seeds, kTailLoads>;
+}
+
+/// From a whole round of loads a lane (512 fp32 or 1024 16-bit tokens), a lane's last vectors go
+/// all at once: rows of 1000-4000 fp32 and 2000-4000 bf16 tokens 1.00-1.20x at K = 1, 1.00-1.09x at
+/// K = 8-50. Shorter rows fetch them one at a time: at once, bf16 rows of 1000 read 0.97-0.98x at
+/// K = 16-50, and the mixture-of-experts rows (8-256 tokens) 0.74-1.11x, the 0.74 at 8 tokens
+/// (H200, two rounds of one run, measured with every row at once).
+constexpr int64_t kTailAtOnceRowVectors = int64_t{32} * kStreamUnroll;
+
 }  // namespace
 
 bool topk_warp_row_fits(int64_t vocab, int32_t k) { return k <= kWarpRowMaxK && vocab <= kWarpRowMaxVocab; }
@@ -237,10 +253,11 @@ void launch_topk_warp_rows(const TopkProblem& problem, const DeviceInfo& device,
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
     const int64_t row_vectors = problem.vocab / RowSegment<T>::kWidth;
-    const auto kernel = problem.k == 1                         ? topk_warp_row_kernel<T, WarpRowPass::argmax>
-                        : problem.vocab <= kWholeRowMaxVocab      ? topk_warp_row_kernel<T, WarpRowPass::whole_row>
-                        : row_vectors < int64_t{2} * problem.k    ? topk_warp_row_kernel<T, WarpRowPass::element_seeds>
-                                                                : topk_warp_row_kernel<T, WarpRowPass::vector_seeds>;
+    const auto kernel = problem.k > 1 && problem.vocab <= kWholeRowMaxVocab
+                            ? topk_warp_row_kernel<T, WarpRowPass::whole_row, 1>
+                        : row_vectors >= kTailAtOnceRowVectors
+                            ? streamed_row_kernel<T, kStreamTailLoads>(problem.k, row_vectors)
+                            : streamed_row_kernel<T, 1>(problem.k, row_vectors);
     // Up to 4 x SMs blocks: at most a wave, in which SMs keep free slots (four blocks fit one).
     // Measured, programmatic against not: 1024 rows (128 blocks) 0.77-0.94x, 2048 rows
     // 0.87-1.08x; 256-512 rows 1.05-1.24x (bf16 512 rows at K = 50 0.92-0.97x), 8192 rows
