@@ -13,7 +13,8 @@ namespace softk::detail {
 //  - below ~24K columns a row is too short to repay split-k's second launch (4 x 16K: two-pass);
 //  - the register kernel wins only while a row fits 256 threads x 6 vectors and there are
 //    enough rows to fill the GPU (2048 x 4K f32: 21.5 us vs 23 two-pass; 128 x 1K: two-pass;
-//    2048 x 8K f32, past its capacity: two-pass 38 us vs 50 for the old 512-thread tier), and
+//    2048 x 8K f32, past its capacity: two-pass 38 us vs 50 for the old 512-thread tier, and
+//    37.5 vs 41.8 for a 512 x 4-vector one, H200, 2026-11-23), and
 //    only up to kRegisterMaxElements in any dtype: at 2048 x 6144 bf16 it still won (36.5 us vs
 //    41.7 two-pass, H200), but 2048 x 8K bf16, inside its 16-bit capacity (12288), ran two-pass
 //    in 45.8 us vs 49.5 (H200) and 50.4 vs 58.7 (H100); lengths between are unmeasured;
