@@ -175,6 +175,12 @@ __device__ __forceinline__ void visit_last_vectors(const RowSegment<T>& segment,
   // streams that measured faster so. The fused core keeps the one- and two-load loops below
   // as they are: at its 64-register cap, reshaping them (the same loads, predicated) moved
   // its kernels by -17% to +8% from shape to shape (H200, 2026-11-23; bench/RESULTS.md).
+  const auto visit_vector = [&](const RawVector& raw, int64_t at) {
+    ElementGroup<1, W> group;
+    fill_runs<T>(group, &raw);
+    group.offset[0] = segment.body_offset(at);
+    visit(group);
+  };
   if constexpr (kTailLoads >= 3) {
     for (; v < vectors; v += int64_t{kTailLoads} * threads) {
       RawVector raw[kTailLoads];
@@ -184,10 +190,7 @@ __device__ __forceinline__ void visit_last_vectors(const RowSegment<T>& segment,
 #pragma unroll
       for (int u = 0; u < kTailLoads; ++u) {
         if (v + int64_t{u} * threads >= vectors) break;
-        ElementGroup<1, W> group;
-        fill_runs<T>(group, raw + u);
-        group.offset[0] = segment.body_offset(v + int64_t{u} * threads);
-        visit(group);
+        visit_vector(raw[u], v + int64_t{u} * threads);
       }
     }
   } else {
@@ -196,20 +199,12 @@ __device__ __forceinline__ void visit_last_vectors(const RowSegment<T>& segment,
       for (; v + threads < vectors; v += 2 * int64_t{threads}) {
         const RawVector raw[2] = {load(v), load(v + threads)};
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          ElementGroup<1, W> group;
-          fill_runs<T>(group, raw + u);
-          group.offset[0] = segment.body_offset(v + int64_t{u} * threads);
-          visit(group);
-        }
+        for (int u = 0; u < 2; ++u) visit_vector(raw[u], v + int64_t{u} * threads);
       }
     }
     for (; v < vectors; v += threads) {
       const RawVector raw = load(v);
-      ElementGroup<1, W> group;
-      fill_runs<T>(group, &raw);
-      group.offset[0] = segment.body_offset(v);
-      visit(group);
+      visit_vector(raw, v);
     }
   }
 }
