@@ -87,15 +87,13 @@ __device__ __forceinline__ RunArgmax block_reduce_argmax(const SoftmaxState& sta
   return {total, best};
 }
 
-/// The (m, d) and the largest key of `run`, by the whole block. `stage`: where `staged` (a launch
-/// of at most one block an SM, as the fused core's rest: block_fused_topk.cuh), the
-/// staged stream's shared memory (kStagedStreamBytes); launch_with_stream_stage sets both.
-/// Called by all kThreads threads.
-template <int kThreads, typename T>
-__device__ __forceinline__ RunArgmax block_argmax(const RowSegment<T>& run, float k_exp, bool staged, RawVector* stage,
-                                                  BlockArgmaxScratch<kThreads>& scratch) {
-  SoftmaxState state = empty_state();
-  RunningArgmax argmax;
+/// Folds `run` into each thread's (m, d) and `argmax` (a RunningArgmax, or split-k's per-span
+/// form: block_span_topk.cuh), in one read by the whole block. `stage`: where `staged` (a launch
+/// of at most one block an SM, as the fused core's rest: block_fused_topk.cuh), the staged
+/// stream's shared memory (kStagedStreamBytes); launch_with_stream_stage sets both.
+template <int kThreads, typename T, typename Argmax>
+__device__ __forceinline__ void fold_with_argmax(const RowSegment<T>& run, float k_exp, bool staged, RawVector* stage,
+                                                 SoftmaxState& state, Argmax& argmax) {
   const auto fold = [&](const auto& group) {
     accumulate(state, group, k_exp);
     argmax.offer(group, run.first_index);
@@ -105,6 +103,16 @@ __device__ __forceinline__ RunArgmax block_argmax(const RowSegment<T>& run, floa
   } else {
     for_each_element<kStreamUnroll, kStreamTailLoads>(run, threadIdx.x, kThreads, fold);
   }
+}
+
+/// The (m, d) and the largest key of `run`, by the whole block (fold_with_argmax, then
+/// block_reduce_argmax). Called by all kThreads threads.
+template <int kThreads, typename T>
+__device__ __forceinline__ RunArgmax block_argmax(const RowSegment<T>& run, float k_exp, bool staged, RawVector* stage,
+                                                  BlockArgmaxScratch<kThreads>& scratch) {
+  SoftmaxState state = empty_state();
+  RunningArgmax argmax;
+  fold_with_argmax<kThreads>(run, k_exp, staged, stage, state, argmax);
   return block_reduce_argmax<kThreads>(state, argmax.best, k_exp, scratch);
 }
 

@@ -91,24 +91,28 @@ struct BinHistogram {
   }
 };
 
-/// The k largest of a set of unique keys, sorted descending in shared memory, given a histogram
-/// holding every one of them (added after a barrier that followed its clear): the keys at or
-/// above the bin of the k-th largest (k plus part of a bin) are gathered and sorted. Where that
-/// bin holds too many to gather, its keys are counted again by their next 12 bits, and so on
+/// Where a select by bins stopped: every key >= prefix is a candidate for the k largest.
+struct BinPrefix {
+  TopkKey prefix;       ///< the k-th largest key's bits decided so far, zeros below
+  unsigned candidates;  ///< keys >= prefix: at least k (every key where there are fewer)
+};
+
+/// The bin of the k-th largest of a set of unique keys, given a histogram holding every one of
+/// them (added after a barrier that followed its clear). Where more than max_candidates (>= k)
+/// keys lie at or above that bin, its keys are counted again by their next 12 bits, and so on
 /// down (keys crowd a bin where it is wide: 1 x 64M fp32 at K = 256 lists ~2,100 keys at or
-/// above [8, 9); or tie: a constant row). After level 4 a bin holds at most 16 keys, so with
-/// k <= kMaxFastTopK - 15 (every caller's k <= kLargeK) the candidates always fit. Each level
-/// visits every key again. Called by the whole block.
+/// above [8, 9); or tie: a constant row). After level 4 a bin holds at most 16 keys and at
+/// level 5 one, so the descent ends for any max_candidates >= k. Each level visits every key
+/// again. Called by the whole block; ends on a barrier.
 template <int kThreads, typename ForEachKey>
-__device__ const TopkKey* block_topk_sorted_from_bins(unsigned k, const ForEachKey& for_each_key,
-                                                      BinHistogram<kThreads>& histogram, BlockTopkStorage& storage) {
-  if (threadIdx.x == 0) storage.count = 0;  // threshold() starts with a barrier
+__device__ BinPrefix block_bin_prefix(unsigned k, unsigned max_candidates, const ForEachKey& for_each_key,
+                                      BinHistogram<kThreads>& histogram) {
   BinThreshold cut = histogram.threshold(k);
   TopkKey prefix = bin_floor_key(cut.bin);   // the decided bits of the k-th key, zeros below
   TopkKey decided = bin_floor_key(kBins - 1);  // which bits those are
   unsigned above = 0;                         // keys above the prefix's bin at every level so far
   unsigned candidates = cut.at_or_above;      // keys >= prefix
-  for (int level = 1; candidates > kMaxFastTopK; ++level) {
+  for (int level = 1; candidates > max_candidates; ++level) {
     above += cut.at_or_above - histogram.counts[cut.bin];
     __syncthreads();  // every thread has read that count before the clear
     histogram.clear();
@@ -122,11 +126,24 @@ __device__ const TopkKey* block_topk_sorted_from_bins(unsigned k, const ForEachK
     decided |= TopkKey{kBins - 1} << shift;
     candidates = above + cut.at_or_above;
   }
+  return {prefix, candidates};
+}
+
+/// The k largest of a set of unique keys, sorted descending in shared memory, given a histogram
+/// holding every one of them (as block_bin_prefix): the keys at or above the bin of the k-th
+/// largest (k plus part of a bin, or of a bin a level down) are gathered and sorted. With k <=
+/// kMaxFastTopK - 15 (every caller's k <= kLargeK) the candidates always fit. Called by the
+/// whole block.
+template <int kThreads, typename ForEachKey>
+__device__ const TopkKey* block_topk_sorted_from_bins(unsigned k, const ForEachKey& for_each_key,
+                                                      BinHistogram<kThreads>& histogram, BlockTopkStorage& storage) {
+  if (threadIdx.x == 0) storage.count = 0;  // block_bin_prefix starts with a barrier
+  const BinPrefix cut = block_bin_prefix(k, kMaxFastTopK, for_each_key, histogram);
   for_each_key([&](TopkKey key) {
-    if (key >= prefix) storage.winners[atomicAdd(&storage.count, 1u)] = key;
+    if (key >= cut.prefix) storage.winners[atomicAdd(&storage.count, 1u)] = key;
   });
   __syncthreads();
-  return block_sort_winners<kThreads>(candidates, storage);
+  return block_sort_winners<kThreads>(cut.candidates, storage);
 }
 
 }  // namespace softk::kernels

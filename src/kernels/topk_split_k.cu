@@ -7,6 +7,9 @@
 //            - a short chunk (the batch-1 decode case) histograms its keys' top 12 bits and
 //              lists every key at or above the bin of its K-th largest (block_bin_threshold.cuh):
 //              one pass of shared-memory adds and one scan, no select, no sort;
+//            - a longer chunk at 1 < K <= 64, up to 512K tokens, keeps each thread's largest key
+//              of every span of its elements in K = 1's one read, then reads again the few
+//              spans that hold its top-K (block_span_topk.cuh);
 //            - a long chunk runs the fused block core (block_fused_topk.cuh), where most
 //              elements cost one compare against its prefix threshold, and lists its exact
 //              top-K: a counting sort of its candidates (block_range_bin_sort.cuh), or a
@@ -47,6 +50,7 @@
 #include "kernels/block_argmax.cuh"
 #include "kernels/block_bin_threshold.cuh"
 #include "kernels/block_fused_topk.cuh"
+#include "kernels/block_span_topk.cuh"
 #include "kernels/candidate_list.cuh"
 #include "kernels/grid_dependency.cuh"
 #include "kernels/topk_launch.hpp"
@@ -86,6 +90,12 @@ constexpr int64_t kMaxBinnedChunkElements = 8192;
 /// 52.7). Re-measured after fused chunks stopped sorting (793e5c3): binned only up to 16K or 8K
 /// elements was 0.73-1.01x as fast, up to 128K 0.33-0.45x (H200, bench/RESULTS.md).
 constexpr int64_t kMaxBinnedLargeKChunkElements = 32768;
+/// At 1 < K <= kMaxSpanTopK, chunks past kMaxBinnedChunkElements and up to this long list their top-K
+/// in one read (block_span_topk.cuh) rather than by the fused core: at K = 50 (H200, one run of two
+/// rounds) 1.02-1.15x on chunks of 16K-508K tokens (1 x 64M f32 83.5 -> 79.9 us, 4 x 1M bf16 19.0 ->
+/// 16.5), 0.97-0.99x on chunks of 1M-2M (4 x 64M, 8 x 64M), where a span's J turns grow and the
+/// fused core's fixed phases weigh less against the stream.
+constexpr int64_t kMaxSpanChunkElements = int64_t{1} << 19;
 /// Large K, for the two choices above and below. Up to it, the merge finds the row's winners by
 /// histogram: the keys at or above the threshold bin (K plus part of a bin) then fit the
 /// 1024-key sort, or do a level of bins down (block_topk_sorted_from_bins). Past it they rarely
@@ -96,7 +106,8 @@ constexpr int32_t kLargeK = 256;
 struct SplitTopkPlan {
   int64_t chunks;
   int64_t chunk_length;
-  bool binned;             ///< chunks list by histogram threshold (else by the fused core)
+  bool binned;             ///< chunks list by histogram threshold
+  bool by_spans;           ///< chunks list their top-K in one read (block_span_topk.cuh; else: the fused core)
   int64_t list_capacity;   ///< keys per chunk list, kEmptyKey padded
 };
 
@@ -123,10 +134,11 @@ SplitTopkPlan plan_for(int64_t vocab, int32_t k, int sm_count, int64_t batch_row
   // threshold and second read (with the merge of one key a chunk, 1 x 1M f32 16.4 -> 7.2 us, bf16
   // 15.7 -> 6.4; H200, one run).
   const bool binned = k > 1 && length <= (k > kLargeK ? kMaxBinnedLargeKChunkElements : kMaxBinnedChunkElements);
+  const bool by_spans = k > 1 && k <= kMaxSpanTopK && !binned && length <= kMaxSpanChunkElements;
   // A binned list holds the K winners and the rest of the threshold bin: room for half as many
   // again (at least 64) covers smooth logits; a chunk whose bin holds more lists its exact top-K.
   const int64_t capacity = binned ? (k + std::max(k / 2, 64) + 31) / 32 * 32 : k;
-  return {chunks, length, binned, capacity};
+  return {chunks, length, binned, by_spans, capacity};
 }
 
 struct SplitTopkWorkspace {
@@ -224,6 +236,43 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
     w.states[at.slot] = found.state;
     at.keys[0] = found.best;  // a fused chunk's list holds K = 1 key
   }
+}
+
+/// 1 < K <= kMaxSpanTopK on a long chunk: (m, d) and each thread's span maxima in one read, then
+/// the chunk's exact top-K from the spans holding it (block_span_topk.cuh).
+template <typename T>
+__global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
+    topk_split_k_span_chunk_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w, bool staged) {
+  extern __shared__ RawVector dynamic_shared[];  // the span maxima (span_keys), then the stream's stage
+  __shared__ SoftmaxState scratch[kFusedThreads / 32];
+  __shared__ BinHistogram<kFusedThreads> histogram;
+  __shared__ BlockTopkStorage storage;
+  __shared__ unsigned named[kMaxNamedSpans];
+  __shared__ unsigned named_count;
+  __shared__ int span_shift;
+  enter_after_previous_grid();  // launched programmatically (chunk_launch): nothing global before it
+
+  const ChunkSlot<T> at(problem, plan, w);
+  histogram.clear();  // block_reduce's barriers come before the first add
+  if (threadIdx.x == 0) span_shift = SpanCut<kFusedThreads, T>(at.chunk).shift;
+  __syncthreads();
+  SoftmaxState state = empty_state();
+  SpanArgmax<kFusedThreads, T> argmax(at.chunk, span_shift);
+  fold_with_argmax<kFusedThreads>(at.chunk, problem.k_exp, staged,
+                                  dynamic_shared + kSpanKeyBytes<kFusedThreads> / sizeof(RawVector), state, argmax);
+  argmax.finish();
+  const SoftmaxState total = block_reduce<kFusedThreads / 32>(state, problem.k_exp, scratch);
+  if (threadIdx.x == 0) w.states[at.slot] = total;
+  if (status_of(total) == RowStatus::has_nan) {  // block-uniform; the merge writes a NaN row
+    at.pad(0, plan);
+    return;
+  }
+  if (block_span_top_k<kFusedThreads>(at.k, at.chunk, total.max, at.keys, histogram, storage, named, named_count)) {
+    at.pad(at.k, plan);
+    return;
+  }
+  const unsigned written = list_exact_top_k<kSignificantBits<T>>(at, RowKeys<kFusedThreads, T>{at.chunk}, storage);
+  at.pad(written, plan);
 }
 
 template <typename T>
@@ -396,6 +445,15 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
     }
     if (problem.k == 1) {
       launch_with_stream_stage(topk_split_k_argmax_chunk_kernel<T>, grid, chunk_launch, device, problem, plan, w);
+      return;
+    }
+    if (plan.by_spans) {
+      const auto kernel = topk_split_k_span_chunk_kernel<T>;
+      const bool staged = streams_staged(blocks, device);
+      const std::size_t bytes = kSpanKeyBytes<kFusedThreads> + (staged ? kStreamStageBytes : 0);
+      SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+      KernelLaunch(grid, kFusedThreads, bytes, launch.stream)
+          .programmatic(chunk_launch.programmatic)(kernel, problem, plan, w, staged);
       return;
     }
     with_fused_core_shape<FusedRuns::chunks, T>(

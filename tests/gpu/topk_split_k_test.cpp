@@ -204,6 +204,14 @@ std::vector<TopkCase> batch_cases() {
   add(out, DType::f32, kV1M, 8, 16, Dist::nan_row);
   add(out, DType::bf16, kV1M, 8, 50, Dist::normal);
   add(out, DType::f32, (int64_t{1} << 22) + 3, 4, 50, Dist::llm_like);
+  // The winners one thread's stride apart (a chunk block's thread visits one vector in 512: 2048
+  // fp32 or 4096 bf16 tokens), so each of auto's ~16K-token chunks holds several in one span of
+  // one thread (block_span_topk.cuh: the K largest span maxima name only one of them).
+  for (DType dt : {DType::f32, DType::bf16}) {
+    DistParams p = params_for(Dist::adversarial_stride, kV1M, 50);
+    p.stride = dt == DType::f32 ? 2048 : 4096;
+    add(out, dt, kV1M, 4, 50, Dist::adversarial_stride, p);
+  }
   for (int64_t rows : {17, 24}) add(out, DType::f32, 500000, rows, 512, Dist::llm_like);
   for (int64_t V : {73000, 128256, 131072})
     for (int64_t rows : {8, 16})

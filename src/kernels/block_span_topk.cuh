@@ -1,0 +1,222 @@
+// The exact top-K (1 < K <= kMaxSpanTopK) of a long run by one block in one read: split-k's
+// chunks. The stream is K = 1's (block_argmax.cuh), except that a thread keeps its largest key of
+// each span of its elements instead of one (a span: J consecutive turns of the block's loop, a
+// thread's J vectors spaced a block apart; at most kMaxSpans spans, so up to 16 x 512 keys a
+// block, in shared memory). After the stream:
+//  1. A histogram of the span maxima finds a floor at or below the K-th largest of them, and so
+//     the spans whose maxima reach it: K, plus the few that share its bin (at most kSpanSlack
+//     more).
+//  2. The block reads those spans again (~K x J vectors: ~1% of a chunk of 1 x 64M fp32 at
+//     K = 50) and gathers their keys at or above the floor.
+//  3. Each gathered key's rank among them is counted, and the K largest are written by rank.
+//
+// Exactness: the K largest span maxima are K distinct elements at or above the floor, so every
+// winner of the run is at or above it; and a winner's span maximum is at least the winner, so its
+// span is among those named in step 1. The gather therefore holds every winner. Where it holds
+// more than kMaxFastTopK keys (ties, a flat run) the caller selects from the run itself instead.
+//
+// Why: the fused core (block_fused_topk.cuh) agrees on a threshold from a prefix before its
+// stream and selects from ~400-1,500 candidates after it. A chunk grid of one wave pays those
+// phases in every block at once, while DRAM idles: under ncu (clocks and caches untouched,
+// H200), 1 x 64M f32 at K = 50 spent 82.5 us in its fused chunks against 70.7 for K = 1's one read.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/block_argmax.cuh"
+#include "kernels/block_bin_threshold.cuh"
+#include "kernels/block_topk.cuh"
+#include "kernels/row_segment.cuh"
+
+namespace softk::kernels {
+
+/// Up to this K a chunk takes spans (split-k's plan_for; measured at K = 50). The spans named,
+/// the keys gathered and step 3's count over them grow with K: past the fused core's one-seed
+/// kernels (K <= 64) the chunks keep the fused core, unmeasured against this.
+constexpr int kMaxSpanTopK = 64;
+constexpr int kMaxSpans = 16;
+/// Spans named past K in step 1 at most: past it, a level of bins further down.
+constexpr unsigned kSpanSlack = 32;
+constexpr unsigned kMaxNamedSpans = kMaxSpanTopK + kSpanSlack;
+
+/// The span maxima's shared memory (dynamic: a block's static limit is 48 KB).
+template <int kThreads>
+constexpr std::size_t kSpanKeyBytes = std::size_t{kMaxSpans} * kThreads * sizeof(TopkKey);
+
+/// How a run's body is cut into spans: span s holds turns [s J, (s + 1) J) of every thread (turn j
+/// of thread t: body vector t + j kThreads), J a power of two and a multiple of kStreamUnroll, so
+/// that a visited group never straddles two spans, and large enough for at most kMaxSpans spans.
+/// A function of the run alone, so that the stream's rare span change recomputes it instead of
+/// holding it in registers.
+template <int kThreads, typename T>
+struct SpanCut {
+  int turns_log2;  ///< log2 J
+  int shift;       ///< the span of body element offset o (from the body's start) is o >> shift
+  int spans;
+
+  __device__ __forceinline__ explicit SpanCut(const RowSegment<T>& run) {
+    static_assert(kStreamUnroll == 4 && (kThreads & (kThreads - 1)) == 0, "J from 4 up, a power-of-two block");
+    const int64_t turns = (run.body_vectors + kThreads - 1) / kThreads;
+    turns_log2 = 2;
+    while ((int64_t{kMaxSpans} << turns_log2) < turns) ++turns_log2;
+    shift = turns_log2 + log2_of(kThreads) + log2_of(RowSegment<T>::kWidth);
+    spans = static_cast<int>((turns + (int64_t{1} << turns_log2) - 1) >> turns_log2);
+  }
+
+  static constexpr int log2_of(int x) { return x <= 1 ? 0 : 1 + log2_of(x / 2); }
+};
+
+/// The span maxima: the first kSpanKeyBytes of the kernel's dynamic shared memory. (Named here
+/// rather than held, as a pointer would be, in a register of the stream.)
+template <int kThreads>
+__device__ __forceinline__ TopkKey* span_keys() {
+  extern __shared__ RawVector dynamic_shared[];
+  return reinterpret_cast<TopkKey*>(dynamic_shared);
+}
+
+/// A thread's largest key of each span of its elements (fold_with_argmax's argmax), written to
+/// span_keys()[s kThreads + thread] as each span ends (the last by finish()). Edge elements,
+/// which a thread visits before its body, count in span 0. Over RunningArgmax, one register and
+/// one compare a group: the group's offset against the end of the current span. The spans' shift
+/// is read from shared memory (written, then a barrier, before the stream) where a span ends,
+/// rather than held in a register: the 16-bit streams run at their 64-register cap.
+template <int kThreads, typename T>
+struct SpanArgmax {
+  RunningArgmax running;
+  const RowSegment<T>& run;  ///< the stream's own: nothing more held
+  const int& shift;          ///< SpanCut's, in shared memory
+  uint32_t span_end;         ///< segment offset of the current span's end (32-bit: plan_for)
+
+  __device__ __forceinline__ SpanArgmax(const RowSegment<T>& run_, const int& shared_shift)
+      : run(run_), shift(shared_shift), span_end(static_cast<uint32_t>(run_.head) + (1u << shared_shift)) {
+    for (int s = 0; s < kMaxSpans; ++s) span_keys<kThreads>()[s * kThreads + threadIdx.x] = kEmptyKey;
+  }
+
+  template <int N, int W>
+  __device__ __forceinline__ void offer(const ElementGroup<N, W>& group, int64_t segment_first_index) {
+    if constexpr (W > 1) {  // a body group (edges are single elements)
+      if (static_cast<uint32_t>(group.offset[0]) >= span_end) {
+        finish();
+        running = RunningArgmax{};
+        span_end += 1u << *static_cast<const volatile int*>(&shift);  // a thread's spans come in turn
+      }
+    }
+    running.offer(group, segment_first_index);
+  }
+
+  /// Writes the current span's maximum.
+  __device__ __forceinline__ void finish() const {
+    const int s = *static_cast<const volatile int*>(&shift);
+    const uint32_t span = ((span_end - static_cast<uint32_t>(run.head)) >> s) - 1;
+    span_keys<kThreads>()[span * kThreads + threadIdx.x] = running.best;
+  }
+};
+
+/// After fold_with_argmax with a SpanArgmax over `run` (finished, then a barrier), and a histogram
+/// cleared before that barrier: writes the run's k largest keys (k <= kMaxSpanTopK, and at most the
+/// run's length) to out[0, k), sorted descending. Returns false, having written nothing, where more
+/// than kMaxFastTopK keys reach the spans' floor (the caller then selects from the run itself).
+/// Called by the whole block; ends on a barrier. Not inlined, and taking the run by value: the
+/// stream before it keeps its registers (inlined, the 16-bit kernels spilled 144 bytes at their
+/// 64-register cap; taking the run by reference put the stream's segment in local memory).
+template <int kThreads, typename T>
+__device__ __noinline__ bool block_span_top_k(unsigned k, const RowSegment<T> run, float run_max, TopkKey* out,
+                                              BinHistogram<kThreads>& histogram, BlockTopkStorage& storage,
+                                              unsigned* named, unsigned& named_count) {
+  const SpanCut<kThreads, T> cut(run);
+  const TopkKey* keys = span_keys<kThreads>();
+  const auto own_span_maxima = [&](auto&& visit) {
+    for (int s = 0; s < cut.spans; ++s) {
+      const TopkKey key = keys[s * kThreads + threadIdx.x];
+      if (key != kEmptyKey) visit(key);
+    }
+  };
+  // Step 1, first by distance below the run's largest logit: bins of 2^12 steps of the ordered
+  // value bits, 4096 of them (two octaves; lower values in bin 0). The top span maxima spread over
+  // many of them, where block_bin_threshold's bins (3 mantissa bits) gather them in a few: shared
+  // atomics that serialise, and a level more (1 x 64M fp32 at K = 50: ~2 us and ~5 us a block,
+  // H200 ablation). Where that does not name at most k + kSpanSlack spans (ties, a flat run, a
+  // short one), the select by the keys' own bits does.
+  const uint32_t top = ordered_bits(run_max + 0.0f);
+  constexpr int kStepBits = 12;
+  own_span_maxima([&](TopkKey key) {
+    const uint32_t below = (top - static_cast<uint32_t>(key >> 32)) >> kStepBits;
+    histogram.add_to_bin(kBins - 1 - min(below, kBins - 1));
+  });
+  if (threadIdx.x == 0) named_count = 0;  // threshold() starts with a barrier
+  const BinThreshold near = histogram.threshold(k);
+  // The largest distance below `top` in the K-th largest span maximum's bin.
+  const uint32_t lowest_below = ((kBins - 1 - near.bin) << kStepBits) | ((1u << kStepBits) - 1);
+  TopkKey floor;  // the K-th largest span maximum is at least this, and at most k + kSpanSlack are
+  if (near.bin > 0 && near.at_or_above <= k + kSpanSlack && lowest_below <= top) {
+    floor = TopkKey{top - lowest_below} << 32;
+  } else {
+    histogram.clear();  // threshold() ended on a barrier after its last read
+    __syncthreads();
+    own_span_maxima([&](TopkKey key) { histogram.add(key); });
+    floor = block_bin_prefix(k, k + kSpanSlack, own_span_maxima, histogram).prefix;
+  }
+  for (int s = 0; s < cut.spans; ++s) {
+    const TopkKey key = keys[s * kThreads + threadIdx.x];
+    if (key != kEmptyKey && key >= floor) named[atomicAdd(&named_count, 1u)] = s * kThreads + threadIdx.x;
+  }
+  if (threadIdx.x == 0) storage.count = 0;
+  __syncthreads();  // the spans are named
+
+  // Step 2: (named span, turn) pairs spread over the block, four loads in flight a thread.
+  const unsigned count = named_count;
+  const auto span_elements = [&](auto&& visit) {
+    constexpr int W = RowSegment<T>::kWidth;
+    constexpr int kInFlight = 4;
+    const unsigned pairs = count << cut.turns_log2;
+    for (unsigned base = threadIdx.x; base < pairs; base += kInFlight * kThreads) {
+      RawVector raw[kInFlight];
+      int64_t vector[kInFlight];  // -1: none
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) {
+        const unsigned pair = base + u * kThreads;
+        vector[u] = -1;
+        if (pair >= pairs) continue;
+        const unsigned span_thread = named[pair >> cut.turns_log2];
+        const unsigned turn = ((span_thread / kThreads) << cut.turns_log2) + (pair & ((1u << cut.turns_log2) - 1));
+        const int64_t v = span_thread % kThreads + int64_t{turn} * kThreads;
+        if (v >= run.body_vectors) continue;
+        raw[u] = load_vector(run.body() + v);
+        vector[u] = v;
+      }
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) {
+        if (vector[u] < 0) continue;
+        float x[W];
+        widen<T>(raw[u], x);
+        const int64_t first = run.first_index + run.body_offset(vector[u]);
+#pragma unroll
+        for (int i = 0; i < W; ++i) visit(make_key(x[i], first + i));
+      }
+    }
+    // Span 0 of thread e also holds edge element e.
+    for (unsigned n = threadIdx.x; n < count; n += kThreads) {
+      const unsigned span_thread = named[n];
+      const auto e = static_cast<int>(span_thread % kThreads);
+      if (span_thread < kThreads && e < run.edges()) {
+        const int64_t offset = run.edge_offset(e);
+        visit(make_key(to_float(run.data[offset]), run.first_index + offset));
+      }
+    }
+  };
+  append_keys_at_least(floor, span_elements, &storage.count, storage.winners, kMaxFastTopK);
+  __syncthreads();
+  const unsigned gathered = storage.count;
+  if (gathered > kMaxFastTopK) return false;
+  // Step 3: the rank sort's count, keeping the k largest.
+  for (unsigned i = threadIdx.x; i < gathered; i += kThreads) {
+    const TopkKey key = storage.winners[i];
+    unsigned rank = 0;
+    for (unsigned j = 0; j < gathered; ++j) rank += storage.winners[j] > key ? 1u : 0u;
+    if (rank < k) out[rank] = key;
+  }
+  __syncthreads();
+  return true;
+}
+
+}  // namespace softk::kernels
