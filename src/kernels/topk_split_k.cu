@@ -92,9 +92,10 @@ constexpr int64_t kMaxBinnedChunkElements = 8192;
 constexpr int64_t kMaxBinnedLargeKChunkElements = 32768;
 /// At 1 < K <= kMaxSpanTopK, chunks past kMaxBinnedChunkElements and up to this long list their top-K
 /// in one read (block_span_topk.cuh) rather than by the fused core: at K = 50 (H200, one run of two
-/// rounds) 1.02-1.15x on chunks of 16K-508K tokens (1 x 64M f32 83.5 -> 79.9 us, 4 x 1M bf16 19.0 ->
-/// 16.5), 0.97-0.99x on chunks of 1M-2M (4 x 64M, 8 x 64M), where a span's J turns grow and the
-/// fused core's fixed phases weigh less against the stream.
+/// rounds, rows 1-16 of 1M-64M) 0.94-1.15x, geomean 1.05, on chunks of 16K-508K tokens (1 x 64M f32
+/// 83.4 -> 79.9 us, 4 x 1M bf16 19.0 -> 16.5; 16 x 4M bf16 0.94, the one loss), and 0.97-1.01x on
+/// chunks of 1M-4M (4 x 64M bf16 0.99, 8 x 64M bf16 0.97), where the fused core's fixed phases weigh
+/// less against the stream and a span's re-read grows with its J turns.
 constexpr int64_t kMaxSpanChunkElements = int64_t{1} << 19;
 /// Large K, for the two choices above and below. Up to it, the merge finds the row's winners by
 /// histogram: the keys at or above the threshold bin (K plus part of a bin) then fit the
