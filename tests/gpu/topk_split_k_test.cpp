@@ -13,7 +13,8 @@
 //                        rows 64-128 of 16001-128256, which auto runs in one wave of clusters
 //                        (K = 1: up to three)
 //   Huge/TopkSplitK      V = 2^24+3 on the inputs that stress the merge, V = 2^26 (K = 50,
-//                        f32 llm_like and bf16 normal), and the merge's bin of the K-th key
+//                        f32 llm_like and bf16 normal; two rows of crowded tied winners, which
+//                        overflow a span chunk's gather), and the merge's bin of the K-th key
 //                        overflowing (heavy tails, ties)
 //   Sanitize/TopkSplitK  27 small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
 //                        through both forms (one cluster a row, two launches)
@@ -281,6 +282,15 @@ std::vector<TopkCase> huge_cases() {
   add(out, DType::f32, kV16M, 1, 2, Dist::pm_inf);                 // -inf head, 2% masked
   add(out, DType::f32, kV64M, 1, 50, Dist::llm_like);
   add(out, DType::bf16, kV64M, 1, 50, Dist::normal);
+  // 1100 tied winners 256 tokens apart: in auto's 508K-token chunks of two rows of 2^26 they lie
+  // in ~70 spans of 8 threads (16 turns a span), all tied for the K-th largest span maximum, so
+  // the chunk gathers more keys than it ranks (1024) and selects from the whole chunk instead
+  // (block_span_topk.cuh). Forced split_k's 254K-token chunks name spans by index bits instead.
+  DistParams crowded = params_for(Dist::adversarial_stride, kV64M, 50);
+  crowded.count = 1100;
+  crowded.stride = 256;
+  crowded.tied_winners = true;
+  add(out, DType::f32, kV64M, 2, 50, Dist::adversarial_stride, crowded);
   // The merge's bin of the K-th key holding more keys than it gathers: heavy-tailed logits crowd
   // [36, 40) with ~6,700 listed keys at K = 256, which the next 12 bits split; a constant row
   // ties every value, and the select goes down to the index bits.
