@@ -46,8 +46,6 @@ constexpr std::size_t kSpanKeyBytes = std::size_t{kMaxSpans} * kThreads * sizeof
 /// How a run's body is cut into spans: span s holds turns [s J, (s + 1) J) of every thread (turn j
 /// of thread t: body vector t + j kThreads), J a power of two and a multiple of kStreamUnroll, so
 /// that a visited group never straddles two spans, and large enough for at most kMaxSpans spans.
-/// A function of the run alone, so that the stream's rare span change recomputes it instead of
-/// holding it in registers.
 template <int kThreads, typename T>
 struct SpanCut {
   int turns_log2;  ///< log2 J
@@ -68,7 +66,6 @@ struct SpanCut {
 
 /// The span maxima: the first kSpanKeyBytes of the kernel's dynamic shared memory. (Named here
 /// rather than held, as a pointer would be, in a register of the stream.)
-template <int kThreads>
 __device__ __forceinline__ TopkKey* span_keys() {
   extern __shared__ RawVector dynamic_shared[];
   return reinterpret_cast<TopkKey*>(dynamic_shared);
@@ -89,7 +86,7 @@ struct SpanArgmax {
 
   __device__ __forceinline__ SpanArgmax(const RowSegment<T>& run_, const int& shared_shift)
       : run(run_), shift(shared_shift), span_end(static_cast<uint32_t>(run_.head) + (1u << shared_shift)) {
-    for (int s = 0; s < kMaxSpans; ++s) span_keys<kThreads>()[s * kThreads + threadIdx.x] = kEmptyKey;
+    for (int s = 0; s < kMaxSpans; ++s) span_keys()[s * kThreads + threadIdx.x] = kEmptyKey;
   }
 
   template <int N, int W>
@@ -108,7 +105,7 @@ struct SpanArgmax {
   __device__ __forceinline__ void finish() const {
     const int s = *static_cast<const volatile int*>(&shift);
     const uint32_t span = ((span_end - static_cast<uint32_t>(run.head)) >> s) - 1;
-    span_keys<kThreads>()[span * kThreads + threadIdx.x] = running.best;
+    span_keys()[span * kThreads + threadIdx.x] = running.best;
   }
 };
 
@@ -124,7 +121,7 @@ __device__ __noinline__ bool block_span_top_k(unsigned k, const RowSegment<T> ru
                                               BinHistogram<kThreads>& histogram, BlockTopkStorage& storage,
                                               unsigned* named, unsigned& named_count) {
   const SpanCut<kThreads, T> cut(run);
-  const TopkKey* keys = span_keys<kThreads>();
+  const TopkKey* keys = span_keys();
   const auto own_span_maxima = [&](auto&& visit) {
     for (int s = 0; s < cut.spans; ++s) {
       const TopkKey key = keys[s * kThreads + threadIdx.x];
