@@ -216,14 +216,25 @@ void launch_with_candidate_list(void (*kernel)(Params...), dim3 grid, const Laun
 }
 
 /// Launches `kernel` (blocks of kFusedThreads streaming a run each, its last parameter whether
-/// they stream staged: block_argmax) on args..., staged, with the stage in dynamic shared memory
-/// where the grid streams staged (streams_staged; 32 KB, within the default limit).
+/// they stream staged: block_argmax) on args..., staged, with `leading_bytes` of dynamic shared
+/// memory of its own (split-k's span maxima: block_span_topk.cuh) and after them, where the grid
+/// streams staged (streams_staged), the stage.
+template <typename... Params, typename... Args>
+void launch_with_stream_stage_after(std::size_t leading_bytes, void (*kernel)(Params...), dim3 grid,
+                                    const LaunchContext& launch, const DeviceInfo& device, const Args&... args) {
+  const bool staged = streams_staged(int64_t{grid.x} * grid.y, device);
+  const std::size_t bytes = leading_bytes + (staged ? kStreamStageBytes : 0);
+  if (bytes > 48 * 1024)  // past the default limit of dynamic shared memory
+    SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  KernelLaunch(grid, kFusedThreads, bytes, launch.stream).programmatic(launch.programmatic)(kernel, args..., staged);
+}
+
+/// launch_with_stream_stage_after with no dynamic shared memory but the stage (32 KB, within the
+/// default limit).
 template <typename... Params, typename... Args>
 void launch_with_stream_stage(void (*kernel)(Params...), dim3 grid, const LaunchContext& launch,
                               const DeviceInfo& device, const Args&... args) {
-  const bool staged = streams_staged(int64_t{grid.x} * grid.y, device);
-  KernelLaunch(grid, kFusedThreads, staged ? kStreamStageBytes : 0, launch.stream)
-      .programmatic(launch.programmatic)(kernel, args..., staged);
+  launch_with_stream_stage_after(0, kernel, grid, launch, device, args...);
 }
 
 struct FusedTopkShared {

@@ -449,12 +449,8 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
       return;
     }
     if (plan.by_spans) {
-      const auto kernel = topk_split_k_span_chunk_kernel<T>;
-      const bool staged = streams_staged(blocks, device);
-      const std::size_t bytes = kSpanKeyBytes<kFusedThreads> + (staged ? kStreamStageBytes : 0);
-      SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-      KernelLaunch(grid, kFusedThreads, bytes, launch.stream)
-          .programmatic(chunk_launch.programmatic)(kernel, problem, plan, w, staged);
+      launch_with_stream_stage_after(kSpanKeyBytes<kFusedThreads>, topk_split_k_span_chunk_kernel<T>, grid,
+                                     chunk_launch, device, problem, plan, w);
       return;
     }
     with_fused_core_shape<FusedRuns::chunks, T>(
