@@ -129,31 +129,11 @@ __device__ __noinline__ bool block_span_top_k(unsigned k, const RowSegment<T> ru
       if (key != kEmptyKey) visit(key);
     }
   };
-  // Step 1, first by distance below the run's largest logit: bins of 2^12 steps of the ordered
-  // value bits, 4096 of them (two octaves; lower values in bin 0). The top span maxima spread over
-  // many of them, where block_bin_threshold's bins (3 mantissa bits) gather them in a few: shared
-  // atomics that serialise, and a level more (1 x 64M fp32 at K = 50: ~2 us and ~5 us a block,
-  // H200 ablation). Where that does not name at most k + kSpanSlack spans (ties, a flat run, a
-  // short one), the select by the keys' own bits does.
-  const uint32_t top = ordered_bits(run_max + 0.0f);
-  constexpr int kStepBits = 12;
-  own_span_maxima([&](TopkKey key) {
-    const uint32_t below = (top - static_cast<uint32_t>(key >> 32)) >> kStepBits;
-    histogram.add_to_bin(kBins - 1 - min(below, kBins - 1));
-  });
-  if (threadIdx.x == 0) named_count = 0;  // threshold() starts with a barrier
-  const BinThreshold near = histogram.threshold(k);
-  // The largest distance below `top` in the K-th largest span maximum's bin.
-  const uint32_t lowest_below = ((kBins - 1 - near.bin) << kStepBits) | ((1u << kStepBits) - 1);
-  TopkKey floor;  // the K-th largest span maximum is at least this, and at most k + kSpanSlack are
-  if (near.bin > 0 && near.at_or_above <= k + kSpanSlack && lowest_below <= top) {
-    floor = TopkKey{top - lowest_below} << 32;
-  } else {
-    histogram.clear();  // threshold() ended on a barrier after its last read
-    __syncthreads();
-    own_span_maxima([&](TopkKey key) { histogram.add(key); });
-    floor = block_bin_prefix(k, k + kSpanSlack, own_span_maxima, histogram).prefix;
-  }
+  // Step 1: a floor at or below the K-th largest span maximum, with at most k + kSpanSlack span
+  // maxima at or above it, first by distance below the run's largest logit.
+  if (threadIdx.x == 0) named_count = 0;  // block_bin_prefix_below's threshold starts with a barrier
+  const TopkKey floor =
+      block_bin_prefix_below(ordered_bits(run_max + 0.0f), k, k + kSpanSlack, own_span_maxima, histogram).prefix;
   for (int s = 0; s < cut.spans; ++s) {
     const TopkKey key = keys[s * kThreads + threadIdx.x];
     if (key != kEmptyKey && key >= floor) named[atomicAdd(&named_count, 1u)] = s * kThreads + threadIdx.x;

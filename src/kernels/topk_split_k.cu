@@ -19,9 +19,10 @@
 //  Launch 2  a block per row merges the chunk states (in a fixed order, so the bits never
 //            depend on scheduling) and finds the row's top-K in the union of the lists (which
 //            holds it, as each list holds its chunk's): up to K = 256 a histogram of the
-//            listed keys gives the bin of the K-th largest (the next 12 bits of that bin's keys
-//            where it holds too many) and the keys at or above it are gathered and sorted; past
-//            it, a radix select over the lists; at K = 1 the largest of the chunks' keys.
+//            listed keys by distance below the row's largest logit gives the bin of the K-th
+//            largest (the keys' own bits, 12 at a time, where it holds too many) and the keys at
+//            or above it are gathered and sorted; past it, a radix select over the lists; at K = 1
+//            the largest of the chunks' keys.
 // The kernel boundary is the grid-wide barrier between the two. Forced split-k chunks a row by
 // V, K and the SM count only, so a row gets the same bits whatever batch it sits in; under
 // `automatic` (SplitSizing::per_batch) the rows of a batch share one wave of chunk blocks, as
@@ -353,13 +354,8 @@ __global__ void __launch_bounds__(kFusedThreads)
   const auto k = static_cast<unsigned>(problem.k);
   const SoftmaxState* states = w.states + row * plan.chunks;
   const ListedKeys listed{w.keys + row * plan.chunks * plan.list_capacity, plan.chunks * plan.list_capacity};
-  const bool binned = k <= kLargeK;
-  // The first state load is issued before the histogram pass's key loads and consumed after
-  // them: one round trip to L2 for both instead of two in a row.
-  SoftmaxState state = threadIdx.x < plan.chunks ? states[threadIdx.x] : empty_state();
-  if (binned) listed([&](TopkKey key) { histogram.add(key); });  // harmless on a NaN row
-  for (int64_t c = threadIdx.x + kFusedThreads; c < plan.chunks; c += kFusedThreads)
-    state = merge(state, states[c], problem.k_exp);
+  SoftmaxState state = empty_state();
+  for (int64_t c = threadIdx.x; c < plan.chunks; c += kFusedThreads) state = merge(state, states[c], problem.k_exp);
   const Normalizer normalizer(block_reduce<kFusedThreads / 32>(state, problem.k_exp, scratch), problem.k_exp);
   if (threadIdx.x == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
 
@@ -370,9 +366,13 @@ __global__ void __launch_bounds__(kFusedThreads)
     return;
   }
   // At least K real keys: every chunk listed at least min(K, its length). Up to kLargeK, the
-  // bin of the K-th listed key, then the keys at or above it, gathered and sorted.
-  const TopkKey* sorted = binned ? block_topk_sorted_from_bins<kFusedThreads>(k, listed, histogram, storage)
-                                 : block_topk_sorted<kFusedThreads>(k, listed, storage);
+  // bin of the K-th listed key by its distance below the row's largest logit (block_bin_prefix_below:
+  // the chunks' top keys crowd a few bins of their own bits), then the keys at or above it,
+  // gathered and sorted.
+  const TopkKey* sorted =
+      k <= kLargeK
+          ? block_topk_sorted_from_bins<kFusedThreads>(k, ordered_bits(normalizer.max + 0.0f), listed, histogram, storage)
+          : block_topk_sorted<kFusedThreads>(k, listed, storage);
   for (unsigned j = threadIdx.x; j < k; j += kFusedThreads)
     write_topk_entry(sorted[j], normalizer, problem.log_probs, probs + j, indices + j);
 }
