@@ -165,9 +165,9 @@ __device__ BinPrefix block_bin_prefix_below(uint32_t top, unsigned k, unsigned m
 
 /// The k largest of a set of unique keys whose largest value has the ordered bits `top`, sorted
 /// descending in shared memory, given a cleared histogram (as block_bin_prefix_below): the keys
-/// at or above the floor of the k-th largest (k plus part of a bin) are gathered and sorted. With
-/// k <= kMaxFastTopK - 15 (every caller's k <= kLargeK) the candidates always fit. Called by the
-/// whole block.
+/// at or above the floor of the k-th largest (k plus part of a bin, or of a bin a level down) are
+/// gathered and sorted. With k <= kMaxFastTopK - 15 (every caller's k <= kLargeK) the candidates
+/// always fit. Called by the whole block.
 template <int kThreads, typename ForEachKey>
 __device__ const TopkKey* block_topk_sorted_from_bins(unsigned k, uint32_t top, const ForEachKey& for_each_key,
                                                       BinHistogram<kThreads>& histogram, BlockTopkStorage& storage) {
