@@ -1,17 +1,19 @@
 // The exact top-K (1 < K <= kMaxSpanTopK) of a long run by one block in one read: split-k's
-// chunks. The stream is K = 1's (block_argmax.cuh), except that a thread keeps its largest key of
+// chunks, and the rows of a block per row. The stream is K = 1's (block_argmax.cuh), except that a thread keeps its largest key of
 // each span of its elements instead of one (a span: J consecutive turns of the block's loop, a
 // thread's J vectors spaced a block apart; at most kMaxSpans spans, so up to 16 x 512 keys a
 // block, in shared memory). After the stream:
-//  1. A histogram of the span maxima finds a floor at or below the K-th largest of them, and so
-//     the spans whose maxima reach it: K, plus the few that share its bin (at most kSpanSlack
-//     more).
+//  1. A histogram of each thread's largest key finds a floor at or below the K-th largest of them,
+//     and so at or below the K-th largest span maximum, and names the spans whose maxima reach it:
+//     about K where the winners are spread. Where that names more than kMaxNamedSpans (the
+//     winners crowd a few threads), a histogram of the span maxima finds a floor with K to
+//     K + kSpanSlack of them at or above it.
 //  2. The block reads those spans again (~K x J vectors: ~1% of a chunk of 1 x 64M fp32 at
 //     K = 50) and gathers their keys at or above the floor.
 //  3. Each gathered key's rank among them is counted, and the K largest are written by rank.
 //
-// Exactness: the K largest span maxima are K distinct elements at or above the floor, so every
-// winner of the run is at or above it; and a winner's span maximum is at least the winner, so its
+// Exactness: the K largest thread maxima, or span maxima, are K distinct elements at or above the
+// floor, so every winner of the run is at or above it; and a winner's span maximum is at least the winner, so its
 // span is among those named in step 1. The gather therefore holds every winner. Where it holds
 // more than kMaxFastTopK keys (ties, a flat run) the caller selects from the run itself instead.
 //
@@ -30,12 +32,25 @@
 
 namespace softk::kernels {
 
-/// Up to this K a chunk takes spans (split-k's plan_for; measured at K = 50). The spans named,
+/// Up to this K a run takes spans (takes_spans; measured at K = 50). The spans named,
 /// the keys re-read and step 3's count over them grow with K: at K = 256 spans read 0.93-1.08x the
 /// fused core, geomean 0.997 (1 x 64M f32 106.4 -> 114.5 us, 1 x 4M bf16 31.3 -> 29.1; H200, rows
 /// 1-16 of 1M-64M), so past K = 64 chunks keep the fused core.
 constexpr int kMaxSpanTopK = 64;
 constexpr int kMaxSpans = 16;
+/// At 1 < K <= kMaxSpanTopK, runs past kMinSpanRunElements tokens (split-k's binned chunks below
+/// it) and up to kMaxSpanRunElements list their top-K by spans rather than by the fused core:
+/// split-k's chunks at K = 50 (H200, one run of two rounds, rows 1-16 of 1M-64M) 0.94-1.15x, geomean
+/// 1.05, on chunks of 16K-508K tokens (1 x 64M f32 83.4 -> 79.9 us, 4 x 1M bf16 19.0 -> 16.5; 16 x 4M
+/// bf16 0.94, the one loss), and 0.97-1.01x on chunks of 1M-4M (4 x 64M bf16 0.99, 8 x 64M bf16
+/// 0.97), where the fused core's fixed phases weigh less against the stream and a span's re-read
+/// grows with its J turns. The rows of a block per row take them too, where rows_take_spans
+/// (topk_fused.cu) says.
+constexpr int64_t kMinSpanRunElements = 8192;
+constexpr int64_t kMaxSpanRunElements = int64_t{1} << 19;
+__host__ __device__ constexpr bool takes_spans(int64_t length, int32_t k) {
+  return k > 1 && k <= kMaxSpanTopK && length > kMinSpanRunElements && length <= kMaxSpanRunElements;
+}
 /// Spans named past K in step 1 at most: past it, a level of bins further down.
 constexpr unsigned kSpanSlack = 32;
 constexpr unsigned kMaxNamedSpans = kMaxSpanTopK + kSpanSlack;
@@ -110,33 +125,87 @@ struct SpanArgmax {
   }
 };
 
-/// After fold_with_argmax with a SpanArgmax over `run` (finished, then a barrier), and a histogram
-/// cleared before that barrier: writes the run's k largest keys (k <= kMaxSpanTopK, and at most the
-/// run's length) to out[0, k), sorted descending. Returns false, having written nothing, where more
-/// than kMaxFastTopK keys reach the spans' floor (the caller then selects from the run itself).
-/// Called by the whole block; ends on a barrier. Not inlined, and taking the run by value: the
-/// stream before it keeps its registers (inlined, the 16-bit kernels spilled 144 bytes at their
+/// A block's shared memory for listing a run's top-K by spans, besides the dynamic shared memory
+/// (span_keys(), then the stream's stage).
+template <int kThreads>
+struct SpanTopkShared {
+  SoftmaxState scratch[kThreads / 32];
+  BinHistogram<kThreads> histogram;
+  BlockTopkStorage storage;
+  unsigned named[kMaxNamedSpans];
+  unsigned named_count;
+  int span_shift;
+};
+
+/// The stream: the run's (m, d), which every thread gets, and each thread's span maxima in
+/// span_keys(), with the histogram cleared for block_span_top_k. The stage, where `staged`
+/// (launch_with_stream_stage_after), follows the span maxima. Called by the whole block.
+template <int kThreads, typename T>
+__device__ __forceinline__ SoftmaxState block_span_fold(const RowSegment<T>& run, float k_exp, bool staged,
+                                                        SpanTopkShared<kThreads>& shared) {
+  shared.histogram.clear();  // block_reduce's barriers come before the first add
+  if (threadIdx.x == 0) shared.span_shift = SpanCut<kThreads, T>(run).shift;
+  __syncthreads();
+  SoftmaxState state = empty_state();
+  SpanArgmax<kThreads, T> argmax(run, shared.span_shift);
+  RawVector* stage = reinterpret_cast<RawVector*>(span_keys() + kMaxSpans * kThreads);
+  fold_with_argmax<kThreads>(run, k_exp, staged, stage, state, argmax);
+  argmax.finish();
+  return block_reduce<kThreads / 32>(state, k_exp, shared.scratch);
+}
+
+/// After block_span_fold over `run`: writes the run's k largest keys (k <= kMaxSpanTopK, and at most
+/// the run's length) to out[0, k), sorted descending. Returns false, having written nothing, where
+/// more than kMaxFastTopK keys reach the spans' floor (the caller then selects from the run
+/// itself). Called by the whole block; ends on a barrier. Not inlined, and taking the run by value:
+/// the stream before it keeps its registers (inlined, the 16-bit kernels spilled 144 bytes at their
 /// 64-register cap; taking the run by reference put the stream's segment in local memory).
 template <int kThreads, typename T>
 __device__ __noinline__ bool block_span_top_k(unsigned k, const RowSegment<T> run, float run_max, TopkKey* out,
-                                              BinHistogram<kThreads>& histogram, BlockTopkStorage& storage,
-                                              unsigned* named, unsigned& named_count) {
+                                              SpanTopkShared<kThreads>& shared) {
+  BinHistogram<kThreads>& histogram = shared.histogram;
+  BlockTopkStorage& storage = shared.storage;
+  unsigned* named = shared.named;
+  unsigned& named_count = shared.named_count;
   const SpanCut<kThreads, T> cut(run);
   const TopkKey* keys = span_keys();
-  const auto own_span_maxima = [&](auto&& visit) {
+  const auto own_span_maxima_at = [&](auto&& visit) {
     for (int s = 0; s < cut.spans; ++s) {
       const TopkKey key = keys[s * kThreads + threadIdx.x];
-      if (key != kEmptyKey) visit(key);
+      if (key != kEmptyKey) visit(s, key);
     }
   };
-  // Step 1: a floor at or below the K-th largest span maximum, with at most k + kSpanSlack span
-  // maxima at or above it, first by distance below the run's largest logit.
+  const auto own_span_maxima = [&](auto&& visit) { own_span_maxima_at([&](int, TopkKey key) { visit(key); }); };
+  const auto name_spans_reaching = [&](TopkKey floor) {  // counts them all, names up to kMaxNamedSpans
+    own_span_maxima_at([&](int s, TopkKey key) {
+      if (key < floor) return;
+      const unsigned slot = atomicAdd(&named_count, 1u);
+      if (slot < kMaxNamedSpans) named[slot] = s * kThreads + threadIdx.x;
+    });
+  };
+  // Step 1: a floor at or below the K-th largest span maximum, by distance below the run's largest
+  // logit. First from each thread's largest key, one histogram add a thread instead of one a span:
+  // the K largest of them are K span maxima, so a floor under the K-th of them is under the K-th
+  // largest span maximum too. It names about as many spans (K + a few) where the winners are
+  // spread; where they crowd a few threads it names too many, and the span maxima decide.
+  const uint32_t top = ordered_bits(run_max + 0.0f);
+  const auto own_largest = [&](auto&& visit) {
+    TopkKey largest = kEmptyKey;
+    own_span_maxima([&](TopkKey key) { largest = max(largest, key); });
+    if (largest != kEmptyKey) visit(largest);
+  };
   if (threadIdx.x == 0) named_count = 0;  // block_bin_prefix_below's threshold starts with a barrier
-  const TopkKey floor =
-      block_bin_prefix_below(ordered_bits(run_max + 0.0f), k, k + kSpanSlack, own_span_maxima, histogram).prefix;
-  for (int s = 0; s < cut.spans; ++s) {
-    const TopkKey key = keys[s * kThreads + threadIdx.x];
-    if (key != kEmptyKey && key >= floor) named[atomicAdd(&named_count, 1u)] = s * kThreads + threadIdx.x;
+  TopkKey floor = block_bin_prefix_below(top, k, k + kSpanSlack, own_largest, histogram).prefix;
+  name_spans_reaching(floor);
+  __syncthreads();
+  if (named_count > kMaxNamedSpans) {  // block-uniform
+    __syncthreads();  // every thread has read the count
+    histogram.clear();
+    if (threadIdx.x == 0) named_count = 0;
+    __syncthreads();
+    // At most k + kSpanSlack span maxima at or above this floor: every span it names fits.
+    floor = block_bin_prefix_below(top, k, k + kSpanSlack, own_span_maxima, histogram).prefix;
+    name_spans_reaching(floor);
   }
   if (threadIdx.x == 0) storage.count = 0;
   __syncthreads();  // the spans are named

@@ -1,16 +1,44 @@
 // Fused softmax + top-k, a block per row: the fused core over the whole row (one read of it from
 // DRAM; see block_fused_topk.cuh), the exact top-K of its candidates selected and sorted, then
 // written with exp(x - m) / d; at K = 1 the row's largest key, which needs no candidates
-// (block_argmax.cuh). No workspace, no second launch.
+// (block_argmax.cuh); at 1 < K <= 64 on rows of 8K-512K tokens, K = 1's read with each thread's
+// largest key of every span of its elements, then the spans holding the winners read again
+// (block_span_topk.cuh, as split-k's chunks). No workspace, no second launch.
 #include "cuda_check.hpp"
 #include "kernels/block_argmax.cuh"
 #include "kernels/block_fused_topk.cuh"
+#include "kernels/block_span_topk.cuh"
 #include "kernels/grid_dependency.cuh"
 #include "kernels/topk_launch.hpp"
 #include "kernels/type_dispatch.cuh"
 
 namespace softk::kernels {
 namespace {
+
+/// Row `row` of the output, from the row's final (m, d): its status is written at construction
+/// (thread 0), and a NaN row's K entries by wrote_nan_row.
+struct RowOutput {
+  const TopkProblem& problem;
+  Normalizer normalizer;
+  float* probs;
+  int32_t* indices;
+
+  __device__ __forceinline__ RowOutput(const TopkProblem& p, int64_t row, const SoftmaxState& state)
+      : problem(p), normalizer(state, p.k_exp), probs(p.probs + row * p.k), indices(p.indices + row * p.k) {
+    if (threadIdx.x == 0 && p.row_status) p.row_status[row] = static_cast<int32_t>(normalizer.status);
+  }
+
+  /// Writes every entry of a NaN row (index -1, NaN) and returns true, or returns false: block-uniform.
+  __device__ __forceinline__ bool wrote_nan_row() const {
+    if (normalizer.status != RowStatus::has_nan) return false;
+    write_nan_row<kFusedThreads>(static_cast<unsigned>(problem.k), probs, indices);
+    return true;
+  }
+
+  __device__ __forceinline__ void operator()(unsigned rank, TopkKey key) const {
+    write_topk_entry(key, normalizer, problem.log_probs, probs + rank, indices + rank);
+  }
+};
 
 template <typename T, int LA, bool kListsVectors, bool kSeedsFromVectors>
 __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
@@ -24,23 +52,36 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   const RowSegment<T> row_run(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
   const FusedCandidates found = block_fused_candidates<FusedRuns::rows, T, LA, kListsVectors, kSeedsFromVectors>(
       row_run.data, 0, problem.vocab, k, problem.k_exp, shape, candidate_storage, shared);
-  const Normalizer normalizer(found.state, problem.k_exp);
-  if (threadIdx.x == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
-
-  float* probs = problem.probs + row * problem.k;
-  int32_t* indices = problem.indices + row * problem.k;
-  if (normalizer.status == RowStatus::has_nan) {  // block-uniform
-    write_nan_row<kFusedThreads>(k, probs, indices);
-    return;
-  }
-  const auto write = [&](unsigned rank, TopkKey key) {
-    write_topk_entry(key, normalizer, problem.log_probs, probs + rank, indices + rank);
-  };
+  const RowOutput write(problem, row, found.state);
+  if (write.wrote_nan_row()) return;
   if (found.write_top_k_by_range_bins(k, candidate_storage, write)) return;
   // The exact fallback: an overflowed list, or ties too many to rank in one bin.
   const TopkKey* sorted = found.with_key_source(row_run, [&](const auto& keys) {
     return block_topk_sorted<kFusedThreads, kSignificantBits<T>>(k, keys, shared.storage);
   });
+  for (unsigned j = threadIdx.x; j < k; j += kFusedThreads) write(j, sorted[j]);
+}
+
+/// 1 < K <= kMaxSpanTopK on a row that takes spans (takes_spans): its (m, d) and each thread's span
+/// maxima in one read, then its top-K from the spans holding it (block_span_topk.cuh), where the
+/// fused core pays a prefix, a seed select and a candidate select around its stream.
+template <typename T>
+__global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
+    topk_fused_span_kernel(TopkProblem problem, bool staged) {
+  __shared__ SpanTopkShared<kFusedThreads> shared;
+  __shared__ TopkKey span_top_k[kMaxSpanTopK];
+  enter_after_previous_grid();
+
+  const int64_t row = blockIdx.x;
+  const auto k = static_cast<unsigned>(problem.k);
+  const RowSegment<T> row_run(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
+  const SoftmaxState total = block_span_fold<kFusedThreads>(row_run, problem.k_exp, staged, shared);
+  const TopkKey* sorted = span_top_k;
+  if (status_of(total) != RowStatus::has_nan &&  // block-uniform
+      !block_span_top_k<kFusedThreads>(k, row_run, total.max, span_top_k, shared))  // ties, a flat row
+    sorted = block_topk_sorted<kFusedThreads, kSignificantBits<T>>(k, RowKeys<kFusedThreads, T>{row_run}, shared.storage);
+  const RowOutput write(problem, row, total);
+  if (write.wrote_nan_row()) return;
   for (unsigned j = threadIdx.x; j < k; j += kFusedThreads) write(j, sorted[j]);
 }
 
@@ -56,6 +97,17 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   const RowSegment<T> row_run(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
   const RunArgmax found = block_argmax<kFusedThreads>(row_run, problem.k_exp, staged, stage, scratch);
   if (threadIdx.x == 0) write_argmax_row(problem, row, found.state, found.best);
+}
+
+/// Whether the rows take spans (topk_fused_span_kernel) rather than the fused core: the lengths
+/// that takes_spans allows, where a row is at most 256 KB or the grid fills at most half the SMs.
+/// Measured at K = 50 against the fused core (H200, one run of two rounds, rows 8-1024 of
+/// 32000-256000 tokens): rows of up to 256 KB 1.08-1.42x (256 x 32000 f32 17.30 -> 15.88 us, bf16
+/// 14.67 -> 12.72; 256 x 128256 bf16 28.85 -> 26.63); longer rows 1.08-1.19x at 64 rows, but
+/// 0.93-0.96x at 128 (a block an SM) and 0.96-1.03x at 256 and 1024.
+bool rows_take_spans(const TopkProblem& problem, const DeviceInfo& device) {
+  const bool short_rows = problem.vocab * static_cast<int64_t>(dtype_size(problem.dtype)) <= 256 * 1024;
+  return takes_spans(problem.vocab, problem.k) && (short_rows || 2 * problem.rows <= device.sm_count);
 }
 
 }  // namespace
@@ -79,6 +131,11 @@ void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, con
     if (problem.k == 1) {
       launch_with_stream_stage(topk_fused_argmax_kernel<T>, dim3(static_cast<unsigned>(problem.rows)), block_launch,
                                device, problem);
+      return;
+    }
+    if (rows_take_spans(problem, device)) {
+      launch_with_stream_stage_after(kSpanKeyBytes<kFusedThreads>, topk_fused_span_kernel<T>,
+                                     dim3(static_cast<unsigned>(problem.rows)), block_launch, device, problem);
       return;
     }
     with_fused_core_shape<FusedRuns::rows, T>(

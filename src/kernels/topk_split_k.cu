@@ -91,13 +91,6 @@ constexpr int64_t kMaxBinnedChunkElements = 8192;
 /// 52.7). Re-measured after fused chunks stopped sorting (793e5c3): binned only up to 16K or 8K
 /// elements was 0.73-1.01x as fast, up to 128K 0.33-0.45x (H200, bench/RESULTS.md).
 constexpr int64_t kMaxBinnedLargeKChunkElements = 32768;
-/// At 1 < K <= kMaxSpanTopK, chunks past kMaxBinnedChunkElements and up to this long list their top-K
-/// in one read (block_span_topk.cuh) rather than by the fused core: at K = 50 (H200, one run of two
-/// rounds, rows 1-16 of 1M-64M) 0.94-1.15x, geomean 1.05, on chunks of 16K-508K tokens (1 x 64M f32
-/// 83.4 -> 79.9 us, 4 x 1M bf16 19.0 -> 16.5; 16 x 4M bf16 0.94, the one loss), and 0.97-1.01x on
-/// chunks of 1M-4M (4 x 64M bf16 0.99, 8 x 64M bf16 0.97), where the fused core's fixed phases weigh
-/// less against the stream and a span's re-read grows with its J turns.
-constexpr int64_t kMaxSpanChunkElements = int64_t{1} << 19;
 /// Large K, for the two choices above and below. Up to it, the merge finds the row's winners by
 /// histogram: the keys at or above the threshold bin (K plus part of a bin) then fit the
 /// 1024-key sort, or do a level of bins down (block_topk_sorted_from_bins). Past it they rarely
@@ -136,7 +129,7 @@ SplitTopkPlan plan_for(int64_t vocab, int32_t k, int sm_count, int64_t batch_row
   // threshold and second read (with the merge of one key a chunk, 1 x 1M f32 16.4 -> 7.2 us, bf16
   // 15.7 -> 6.4; H200, one run).
   const bool binned = k > 1 && length <= (k > kLargeK ? kMaxBinnedLargeKChunkElements : kMaxBinnedChunkElements);
-  const bool by_spans = k > 1 && k <= kMaxSpanTopK && !binned && length <= kMaxSpanChunkElements;
+  const bool by_spans = !binned && takes_spans(length, k);
   // A binned list holds the K winners and the rest of the threshold bin: room for half as many
   // again (at least 64) covers smooth logits; a chunk whose bin holds more lists its exact top-K.
   const int64_t capacity = binned ? (k + std::max(k / 2, 64) + 31) / 32 * 32 : k;
@@ -245,35 +238,22 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
 template <typename T>
 __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
     topk_split_k_span_chunk_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w, bool staged) {
-  extern __shared__ RawVector dynamic_shared[];  // the span maxima (span_keys), then the stream's stage
-  __shared__ SoftmaxState scratch[kFusedThreads / 32];
-  __shared__ BinHistogram<kFusedThreads> histogram;
-  __shared__ BlockTopkStorage storage;
-  __shared__ unsigned named[kMaxNamedSpans];
-  __shared__ unsigned named_count;
-  __shared__ int span_shift;
+  __shared__ SpanTopkShared<kFusedThreads> shared;
   enter_after_previous_grid();  // launched programmatically (chunk_launch): nothing global before it
 
   const ChunkSlot<T> at(problem, plan, w);
-  histogram.clear();  // block_reduce's barriers come before the first add
-  if (threadIdx.x == 0) span_shift = SpanCut<kFusedThreads, T>(at.chunk).shift;
-  __syncthreads();
-  SoftmaxState state = empty_state();
-  SpanArgmax<kFusedThreads, T> argmax(at.chunk, span_shift);
-  fold_with_argmax<kFusedThreads>(at.chunk, problem.k_exp, staged,
-                                  dynamic_shared + kSpanKeyBytes<kFusedThreads> / sizeof(RawVector), state, argmax);
-  argmax.finish();
-  const SoftmaxState total = block_reduce<kFusedThreads / 32>(state, problem.k_exp, scratch);
+  const SoftmaxState total = block_span_fold<kFusedThreads>(at.chunk, problem.k_exp, staged, shared);
   if (threadIdx.x == 0) w.states[at.slot] = total;
   if (status_of(total) == RowStatus::has_nan) {  // block-uniform; the merge writes a NaN row
     at.pad(0, plan);
     return;
   }
-  if (block_span_top_k<kFusedThreads>(at.k, at.chunk, total.max, at.keys, histogram, storage, named, named_count)) {
+  if (block_span_top_k<kFusedThreads>(at.k, at.chunk, total.max, at.keys, shared)) {
     at.pad(at.k, plan);
     return;
   }
-  const unsigned written = list_exact_top_k<kSignificantBits<T>>(at, RowKeys<kFusedThreads, T>{at.chunk}, storage);
+  const unsigned written =
+      list_exact_top_k<kSignificantBits<T>>(at, RowKeys<kFusedThreads, T>{at.chunk}, shared.storage);
   at.pad(written, plan);
 }
 

@@ -379,7 +379,8 @@ INSTANTIATE_TEST_SUITE_P(Guard, TopkAllEqualRows, ::testing::ValuesIn(all_equal_
 // select. `count` tied winners (one value, so one bin) over a background strictly below them:
 // K inside the ties cuts their bin, K past them leaves it whole above the cut. 256 ties are
 // ranked, 257 go to the select; both must be exact, ties to the lower index. (Which of the two
-// ran is seen only in range_bin_sort_test.cu, which calls the sort directly.)
+// ran is seen only in range_bin_sort_test.cu, which calls the sort directly.) Also: tied winners
+// that crowd the spans of a block-per-row span kernel past what it ranks.
 
 class TopkTiedBin : public GpuTestWithParam<TopkCase> {};
 
@@ -399,6 +400,11 @@ std::vector<TopkCase> tied_bin_cases() {
     for (int64_t ties : {256, 257})
       for (int32_t k : {100, 256, 257, 1024})
         for (TopkImpl impl : kAllTopkImpls) out.push_back(stride_winners_case(impl, dt, 1 << 20, k, 61, ties, true));
+  // 1100 tied winners 256 tokens apart in rows of 2^19 fp32 tokens, which a block per row reads by
+  // spans (block_span_topk.cuh: 16 turns a span there): they lie in ~72 spans of 8 threads, all
+  // tied for the K-th largest span maximum, so the spans named hold more keys than the block ranks
+  // (1024) and the row is selected whole instead.
+  for (TopkImpl impl : kAllTopkImpls) out.push_back(stride_winners_case(impl, DType::f32, 1 << 19, 50, 256, 1100, true));
   return finish(out, false);
 }
 
