@@ -1,8 +1,8 @@
 // The exact top-K (1 < K <= kMaxSpanTopK) of a long run by one block in one read: split-k's
-// chunks, and the rows of a block per row. The stream is K = 1's (block_argmax.cuh), except that a thread keeps its largest key of
-// each span of its elements instead of one (a span: J consecutive turns of the block's loop, a
-// thread's J vectors spaced a block apart; at most kMaxSpans spans, so up to 16 x 512 keys a
-// block, in shared memory). After the stream:
+// chunks, and the rows of a block per row. The stream is K = 1's (block_argmax.cuh), except that a
+// thread keeps its largest key of each span of its elements instead of one (a span: J consecutive
+// turns of the block's loop, a thread's J vectors spaced a block apart; at most kMaxSpans spans, so
+// up to 16 x 512 keys a block, in shared memory). After the stream:
 //  1. A histogram of each thread's largest key finds a floor at or below the K-th largest of them,
 //     and so at or below the K-th largest span maximum, and names the spans whose maxima reach it:
 //     about K where the winners are spread. Where that names more than kMaxNamedSpans (the
@@ -13,8 +13,8 @@
 //  3. Each gathered key's rank among them is counted, and the K largest are written by rank.
 //
 // Exactness: the K largest thread maxima, or span maxima, are K distinct elements at or above the
-// floor, so every winner of the run is at or above it; and a winner's span maximum is at least the winner, so its
-// span is among those named in step 1. The gather therefore holds every winner. Where it holds
+// floor, so every winner of the run is at or above it; and a winner's span maximum is at least the
+// winner, so its span is among those named in step 1. The gather therefore holds every winner. Where it holds
 // more than kMaxFastTopK keys (ties, a flat run) the caller selects from the run itself instead.
 //
 // Why: the fused core (block_fused_topk.cuh) agrees on a threshold from a prefix before its

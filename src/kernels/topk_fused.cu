@@ -79,7 +79,8 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   const TopkKey* sorted = span_top_k;
   if (status_of(total) != RowStatus::has_nan &&  // block-uniform
       !block_span_top_k<kFusedThreads>(k, row_run, total.max, span_top_k, shared))  // ties, a flat row
-    sorted = block_topk_sorted<kFusedThreads, kSignificantBits<T>>(k, RowKeys<kFusedThreads, T>{row_run}, shared.storage);
+    sorted = block_topk_sorted<kFusedThreads, kSignificantBits<T>>(k, RowKeys<kFusedThreads, T>{row_run},
+                                                                    shared.storage);
   const RowOutput write(problem, row, total);
   if (write.wrote_nan_row()) return;
   for (unsigned j = threadIdx.x; j < k; j += kFusedThreads) write(j, sorted[j]);
