@@ -62,9 +62,9 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   for (unsigned j = threadIdx.x; j < k; j += kFusedThreads) write(j, sorted[j]);
 }
 
-/// 1 < K <= kMaxSpanTopK on a row that takes spans (takes_spans): its (m, d) and each thread's span
-/// maxima in one read, then its top-K from the spans holding it (block_span_topk.cuh), where the
-/// fused core pays a prefix, a seed select and a candidate select around its stream.
+/// 1 < K <= kMaxSpanTopK on rows that take spans (rows_take_spans): a row's (m, d) and each
+/// thread's span maxima in one read, then its top-K from the spans holding it (block_span_topk.cuh),
+/// where the fused core pays a prefix, a seed select and a candidate select around its stream.
 template <typename T>
 __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
     topk_fused_span_kernel(TopkProblem problem, bool staged) {
