@@ -11,6 +11,7 @@
 #include "kernels/online_softmax.cuh"
 #include "kernels/row_segment.cuh"
 #include "kernels/topk_key.cuh"
+#include "kernels/topk_launch.hpp"
 #include "softk/topk.hpp"
 
 namespace softk::kernels {
@@ -296,5 +297,32 @@ __device__ void write_nan_row(unsigned k, float* probs, int32_t* indices, unsign
     indices[j] = -1;
   }
 }
+
+/// Row `row` of a top-K problem's output, from the row's final (m, d), written by kThreads threads:
+/// its status at construction (thread 0), a NaN row's K entries by wrote_nan_row, and the entry of
+/// each rank by operator().
+template <int kThreads>
+struct RowOutput {
+  const TopkProblem& problem;
+  Normalizer normalizer;
+  float* probs;
+  int32_t* indices;
+
+  __device__ __forceinline__ RowOutput(const TopkProblem& p, int64_t row, const SoftmaxState& state)
+      : problem(p), normalizer(state, p.k_exp), probs(p.probs + row * p.k), indices(p.indices + row * p.k) {
+    if (threadIdx.x == 0 && p.row_status) p.row_status[row] = static_cast<int32_t>(normalizer.status);
+  }
+
+  /// Writes every entry of a NaN row (index -1, NaN) and returns true, or returns false: block-uniform.
+  __device__ __forceinline__ bool wrote_nan_row() const {
+    if (normalizer.status != RowStatus::has_nan) return false;
+    write_nan_row<kThreads>(static_cast<unsigned>(problem.k), probs, indices);
+    return true;
+  }
+
+  __device__ __forceinline__ void operator()(unsigned rank, TopkKey key) const {
+    write_topk_entry(key, normalizer, problem.log_probs, probs + rank, indices + rank);
+  }
+};
 
 }  // namespace softk::kernels

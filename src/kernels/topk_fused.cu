@@ -15,31 +15,6 @@
 namespace softk::kernels {
 namespace {
 
-/// Row `row` of the output, from the row's final (m, d): its status is written at construction
-/// (thread 0), and a NaN row's K entries by wrote_nan_row.
-struct RowOutput {
-  const TopkProblem& problem;
-  Normalizer normalizer;
-  float* probs;
-  int32_t* indices;
-
-  __device__ __forceinline__ RowOutput(const TopkProblem& p, int64_t row, const SoftmaxState& state)
-      : problem(p), normalizer(state, p.k_exp), probs(p.probs + row * p.k), indices(p.indices + row * p.k) {
-    if (threadIdx.x == 0 && p.row_status) p.row_status[row] = static_cast<int32_t>(normalizer.status);
-  }
-
-  /// Writes every entry of a NaN row (index -1, NaN) and returns true, or returns false: block-uniform.
-  __device__ __forceinline__ bool wrote_nan_row() const {
-    if (normalizer.status != RowStatus::has_nan) return false;
-    write_nan_row<kFusedThreads>(static_cast<unsigned>(problem.k), probs, indices);
-    return true;
-  }
-
-  __device__ __forceinline__ void operator()(unsigned rank, TopkKey key) const {
-    write_topk_entry(key, normalizer, problem.log_probs, probs + rank, indices + rank);
-  }
-};
-
 template <typename T, int LA, bool kListsVectors, bool kSeedsFromVectors>
 __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
     topk_fused_kernel(TopkProblem problem, FusedCoreShape shape) {
@@ -52,7 +27,7 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   const RowSegment<T> row_run(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
   const FusedCandidates found = block_fused_candidates<FusedRuns::rows, T, LA, kListsVectors, kSeedsFromVectors>(
       row_run.data, 0, problem.vocab, k, problem.k_exp, shape, candidate_storage, shared);
-  const RowOutput write(problem, row, found.state);
+  const RowOutput<kFusedThreads> write(problem, row, found.state);
   if (write.wrote_nan_row()) return;
   if (found.write_top_k_by_range_bins(k, candidate_storage, write)) return;
   // The exact fallback: an overflowed list, or ties too many to rank in one bin.
@@ -81,7 +56,7 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
       !block_span_top_k<kFusedThreads>(k, row_run, total.max, span_top_k, shared))  // ties, a flat row
     sorted = block_topk_sorted<kFusedThreads, kSignificantBits<T>>(k, RowKeys<kFusedThreads, T>{row_run},
                                                                     shared.storage);
-  const RowOutput write(problem, row, total);
+  const RowOutput<kFusedThreads> write(problem, row, total);
   if (write.wrote_nan_row()) return;
   for (unsigned j = threadIdx.x; j < k; j += kFusedThreads) write(j, sorted[j]);
 }

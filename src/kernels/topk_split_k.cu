@@ -336,24 +336,16 @@ __global__ void __launch_bounds__(kFusedThreads)
   const ListedKeys listed{w.keys + row * plan.chunks * plan.list_capacity, plan.chunks * plan.list_capacity};
   SoftmaxState state = empty_state();
   for (int64_t c = threadIdx.x; c < plan.chunks; c += kFusedThreads) state = merge(state, states[c], problem.k_exp);
-  const Normalizer normalizer(block_reduce<kFusedThreads / 32>(state, problem.k_exp, scratch), problem.k_exp);
-  if (threadIdx.x == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
-
-  float* probs = problem.probs + row * problem.k;
-  int32_t* indices = problem.indices + row * problem.k;
-  if (normalizer.status == RowStatus::has_nan) {  // block-uniform
-    write_nan_row<kFusedThreads>(k, probs, indices);
-    return;
-  }
+  const RowOutput<kFusedThreads> write(problem, row, block_reduce<kFusedThreads / 32>(state, problem.k_exp, scratch));
+  if (write.wrote_nan_row()) return;
   // At least K real keys: every chunk listed at least min(K, its length). Up to kLargeK, the
   // bin of the K-th listed key by its distance below the row's largest logit (block_bin_prefix_below:
   // the chunks' top keys crowd a few bins of their own bits), then the keys at or above it,
   // gathered and sorted.
-  const uint32_t top = ordered_bits(normalizer.max + 0.0f);
+  const uint32_t top = ordered_bits(write.normalizer.max + 0.0f);
   const TopkKey* sorted = k <= kLargeK ? block_topk_sorted_from_bins<kFusedThreads>(k, top, listed, histogram, storage)
                                        : block_topk_sorted<kFusedThreads>(k, listed, storage);
-  for (unsigned j = threadIdx.x; j < k; j += kFusedThreads)
-    write_topk_entry(sorted[j], normalizer, problem.log_probs, probs + j, indices + j);
+  for (unsigned j = threadIdx.x; j < k; j += kFusedThreads) write(j, sorted[j]);
 }
 
 /// K = 1: each chunk wrote one key, its largest, so the row's is the largest of those, and the
