@@ -120,13 +120,8 @@ __device__ __forceinline__ RunArgmax block_argmax(const RowSegment<T>& run, floa
 /// index -1 and NaN for a NaN row, else the key's index and probability. One thread.
 __device__ __forceinline__ void write_argmax_row(const TopkProblem& problem, int64_t row, const SoftmaxState& state,
                                                  TopkKey best) {
-  const Normalizer normalizer(state, problem.k_exp);
-  if (problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
-  if (normalizer.status == RowStatus::has_nan) {
-    write_nan_row<1>(1, problem.probs + row, problem.indices + row, 0);
-    return;
-  }
-  write_topk_entry(best, normalizer, problem.log_probs, problem.probs + row, problem.indices + row);
+  const RowOutput<1> write(problem, row, state, 0);
+  if (!write.wrote_nan_row()) write(0, best);
 }
 
 }  // namespace softk::kernels

@@ -35,8 +35,8 @@ constexpr unsigned kMaxRankedBinKeys = 256;
 class RangeBins {
  public:
   /// Bins spread over [lowest, top]: the candidates' lower bound and the row's largest value.
-  __device__ __forceinline__ RangeBins(float lowest, float top) : top_(ordered_bits(top + 0.0f)) {
-    const uint32_t bottom = ordered_bits(lowest + 0.0f);
+  __device__ __forceinline__ RangeBins(float lowest, float top) : top_(key_value_bits(top)) {
+    const uint32_t bottom = key_value_bits(lowest);
     const uint32_t span = top_ > bottom ? top_ - bottom : 0u;
     shift_ = max(0, 32 - __clz(span) - kRangeBinBits);  // span >> shift_ < kRangeBins
   }

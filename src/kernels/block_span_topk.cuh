@@ -188,7 +188,7 @@ __device__ __noinline__ bool block_span_top_k(unsigned k, const RowSegment<T> ru
   // the K largest of them are K span maxima, so a floor under the K-th of them is under the K-th
   // largest span maximum too. It names about as many spans (K + a few) where the winners are
   // spread; where they crowd a few threads it names too many, and the span maxima decide.
-  const uint32_t top = ordered_bits(run_max + 0.0f);
+  const uint32_t top = key_value_bits(run_max);
   const auto own_largest = [&](auto&& visit) {
     TopkKey largest = kEmptyKey;
     own_span_maxima([&](TopkKey key) { largest = max(largest, key); });
@@ -255,13 +255,8 @@ __device__ __noinline__ bool block_span_top_k(unsigned k, const RowSegment<T> ru
   __syncthreads();
   const unsigned gathered = storage.count;
   if (gathered > kMaxFastTopK) return false;
-  // Step 3: the rank sort's count, keeping the k largest.
-  for (unsigned i = threadIdx.x; i < gathered; i += kThreads) {
-    const TopkKey key = storage.winners[i];
-    unsigned rank = 0;
-    for (unsigned j = 0; j < gathered; ++j) rank += storage.winners[j] > key ? 1u : 0u;
-    if (rank < k) out[rank] = key;
-  }
+  // Step 3: the rank sort, keeping the k largest.
+  block_rank_sort_descending<kThreads>(storage.winners, gathered, k, out);
   __syncthreads();
   return true;
 }

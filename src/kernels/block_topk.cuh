@@ -201,6 +201,20 @@ __device__ void block_bitonic_sort_descending(TopkKey* keys, unsigned n) {
   }
 }
 
+/// The rank sort: every key of keys[0, n) (unique) whose rank, the count of larger keys, is below
+/// `kept` lands at sorted[rank]. A thread a key; its reads of the others are broadcasts across the
+/// warp. No barrier.
+template <int kThreads>
+__device__ __forceinline__ void block_rank_sort_descending(const TopkKey* keys, unsigned n, unsigned kept,
+                                                           TopkKey* sorted) {
+  for (unsigned i = threadIdx.x; i < n; i += kThreads) {
+    const TopkKey key = keys[i];
+    unsigned rank = 0;
+    for (unsigned j = 0; j < n; ++j) rank += keys[j] > key ? 1u : 0u;
+    if (rank < kept) sorted[rank] = key;
+  }
+}
+
 /// Whether block_sort_descending leaves n keys in `ranked` rather than in place.
 __device__ __forceinline__ bool sorted_into_ranked(unsigned n) { return n <= kRankSortMaxK; }
 
@@ -211,12 +225,7 @@ __device__ __forceinline__ bool sorted_into_ranked(unsigned n) { return n <= kRa
 template <int kThreads>
 __device__ const TopkKey* block_sort_descending(TopkKey* keys, unsigned n, TopkKey* ranked) {
   if (sorted_into_ranked(n)) {
-    for (unsigned i = threadIdx.x; i < n; i += kThreads) {
-      const TopkKey key = keys[i];
-      unsigned rank = 0;
-      for (unsigned j = 0; j < n; ++j) rank += keys[j] > key ? 1u : 0u;
-      ranked[rank] = key;
-    }
+    block_rank_sort_descending<kThreads>(keys, n, n, ranked);
     __syncthreads();
     return ranked;
   }
@@ -298,25 +307,33 @@ __device__ void write_nan_row(unsigned k, float* probs, int32_t* indices, unsign
   }
 }
 
-/// Row `row` of a top-K problem's output, from the row's final (m, d), written by kThreads threads:
-/// its status at construction (thread 0), a NaN row's K entries by wrote_nan_row, and the entry of
-/// each rank by operator().
+/// Row `row` of a top-K problem's output, from the row's final (m, d), written by a team of
+/// kThreads threads (a block, a warp, or one thread), of which this is `thread`: its status at
+/// construction (thread 0), a NaN row's K entries by wrote_nan_row, and the entry of each rank
+/// by operator().
 template <int kThreads>
 struct RowOutput {
   const TopkProblem& problem;
   Normalizer normalizer;
   float* probs;
   int32_t* indices;
+  unsigned thread;
 
-  __device__ __forceinline__ RowOutput(const TopkProblem& p, int64_t row, const SoftmaxState& state)
-      : problem(p), normalizer(state, p.k_exp), probs(p.probs + row * p.k), indices(p.indices + row * p.k) {
-    if (threadIdx.x == 0 && p.row_status) p.row_status[row] = static_cast<int32_t>(normalizer.status);
+  __device__ __forceinline__ RowOutput(const TopkProblem& p, int64_t row, const SoftmaxState& state,
+                                       unsigned thread_in_team = threadIdx.x)
+      : problem(p),
+        normalizer(state, p.k_exp),
+        probs(p.probs + row * p.k),
+        indices(p.indices + row * p.k),
+        thread(thread_in_team) {
+    if (thread == 0 && p.row_status) p.row_status[row] = static_cast<int32_t>(normalizer.status);
   }
 
-  /// Writes every entry of a NaN row (index -1, NaN) and returns true, or returns false: block-uniform.
+  /// Writes every entry of a NaN row (index -1, NaN) and returns true, or returns false: the same
+  /// in every thread of the team.
   __device__ __forceinline__ bool wrote_nan_row() const {
     if (normalizer.status != RowStatus::has_nan) return false;
-    write_nan_row<kThreads>(static_cast<unsigned>(problem.k), probs, indices);
+    write_nan_row<kThreads>(static_cast<unsigned>(problem.k), probs, indices, thread);
     return true;
   }
 

@@ -26,9 +26,12 @@ __device__ __forceinline__ float float_of_ordered_bits(uint32_t ordered) {
   return __uint_as_float((ordered & 0x80000000u) ? (ordered & 0x7FFFFFFFu) : ~ordered);
 }
 
+/// The high word of x's keys: its ordered bits, with -0 taken as +0 (x + 0) so that the two zeros
+/// tie, as they compare equal.
+__device__ __forceinline__ uint32_t key_value_bits(float x) { return ordered_bits(x + 0.0f); }
+
 __device__ __forceinline__ TopkKey make_key(float x, int64_t index) {
-  // x + 0 turns -0 into +0 so that the two zeros tie, as they compare equal.
-  return (TopkKey{ordered_bits(x + 0.0f)} << 32) | TopkKey{0xFFFFFFFFu - static_cast<uint32_t>(index)};
+  return (TopkKey{key_value_bits(x)} << 32) | TopkKey{0xFFFFFFFFu - static_cast<uint32_t>(index)};
 }
 
 __device__ __forceinline__ float key_value(TopkKey key) { return float_of_ordered_bits(static_cast<uint32_t>(key >> 32)); }

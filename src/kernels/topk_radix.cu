@@ -14,6 +14,8 @@ namespace softk::kernels {
 namespace {
 
 constexpr int kThreads = 512;
+/// The decode kernel's block: a row's K writes.
+constexpr int kDecodeThreads = 256;
 
 struct RadixWorkspace {
   SoftmaxState* states;  ///< [rows]
@@ -71,19 +73,12 @@ __global__ void __launch_bounds__(kThreads, 2) topk_radix_gather_kernel(TopkProb
                                                                count);
 }
 
-__global__ void topk_radix_decode_kernel(TopkProblem problem, RadixWorkspace w) {
+__global__ void __launch_bounds__(kDecodeThreads) topk_radix_decode_kernel(TopkProblem problem, RadixWorkspace w) {
   const int64_t row = blockIdx.x;
-  const Normalizer normalizer(w.states[row], problem.k_exp);
-  if (threadIdx.x == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
-  float* probs = problem.probs + row * problem.k;
-  int32_t* indices = problem.indices + row * problem.k;
-  if (normalizer.status == RowStatus::has_nan) {
-    write_nan_row<256>(static_cast<unsigned>(problem.k), probs, indices);
-    return;
-  }
+  const RowOutput<kDecodeThreads> write(problem, row, w.states[row]);
+  if (write.wrote_nan_row()) return;
   const TopkKey* sorted = w.sorted + row * problem.k;
-  for (int64_t j = threadIdx.x; j < problem.k; j += blockDim.x)
-    write_topk_entry(sorted[j], normalizer, problem.log_probs, probs + j, indices + j);
+  for (unsigned j = threadIdx.x; j < static_cast<unsigned>(problem.k); j += kDecodeThreads) write(j, sorted[j]);
 }
 
 }  // namespace
@@ -101,7 +96,7 @@ void launch_topk_radix(const TopkProblem& problem, void* workspace, cudaStream_t
   SOFTK_CUDA_CHECK(cub::DeviceSegmentedSort::SortKeysDescending(w.sort_temp, temp_bytes, w.gathered, w.sorted,
                                                                 problem.rows * problem.k, problem.rows, w.offsets,
                                                                 w.offsets + 1, stream));
-  topk_radix_decode_kernel<<<static_cast<unsigned>(problem.rows), 256, 0, stream>>>(problem, w);
+  topk_radix_decode_kernel<<<static_cast<unsigned>(problem.rows), kDecodeThreads, 0, stream>>>(problem, w);
   SOFTK_CHECK_LAUNCH();
 }
 

@@ -37,19 +37,11 @@ __global__ void __launch_bounds__(kSortedRowThreads) topk_sorted_row_kernel(Topk
   for (auto i = static_cast<unsigned>(problem.vocab) + threadIdx.x; i < padded; i += kSortedRowThreads)
     row_keys[i] = kEmptyKey;  // sorts last
   // block_reduce's barriers also publish the keys to the sort.
-  const Normalizer normalizer(block_reduce<kSortedRowThreads / 32>(state, problem.k_exp, scratch), problem.k_exp);
-  if (threadIdx.x == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
-
-  const auto k = static_cast<unsigned>(problem.k);
-  float* probs = problem.probs + row * problem.k;
-  int32_t* indices = problem.indices + row * problem.k;
-  if (normalizer.status == RowStatus::has_nan) {  // block-uniform
-    write_nan_row<kSortedRowThreads>(k, probs, indices);
-    return;
-  }
+  const RowOutput<kSortedRowThreads> write(problem, row,
+                                           block_reduce<kSortedRowThreads / 32>(state, problem.k_exp, scratch));
+  if (write.wrote_nan_row()) return;  // block-uniform
   block_bitonic_sort_descending<kSortedRowThreads>(row_keys, padded);
-  for (unsigned j = threadIdx.x; j < k; j += kSortedRowThreads)
-    write_topk_entry(row_keys[j], normalizer, problem.log_probs, probs + j, indices + j);
+  for (unsigned j = threadIdx.x; j < static_cast<unsigned>(problem.k); j += kSortedRowThreads) write(j, row_keys[j]);
 }
 
 }  // namespace

@@ -342,7 +342,7 @@ __global__ void __launch_bounds__(kFusedThreads)
   // bin of the K-th listed key by its distance below the row's largest logit (block_bin_prefix_below:
   // the chunks' top keys crowd a few bins of their own bits), then the keys at or above it,
   // gathered and sorted.
-  const uint32_t top = ordered_bits(write.normalizer.max + 0.0f);
+  const uint32_t top = key_value_bits(write.normalizer.max);
   const TopkKey* sorted = k <= kLargeK ? block_topk_sorted_from_bins<kFusedThreads>(k, top, listed, histogram, storage)
                                        : block_topk_sorted<kFusedThreads>(k, listed, storage);
   for (unsigned j = threadIdx.x; j < k; j += kFusedThreads) write(j, sorted[j]);

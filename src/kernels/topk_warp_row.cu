@@ -173,21 +173,15 @@ __global__ void __launch_bounds__(kWarpRowThreads, 3) topk_warp_row_kernel(TopkP
       for (int n = 0; n < Group::kRuns; ++n) seeds.push(run_max(group, n));
     }
   });
-  const Normalizer normalizer(warp_reduce(state, problem.k_exp), problem.k_exp);
-  if (lane == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
-
-  const auto k = static_cast<unsigned>(problem.k);
-  float* probs = problem.probs + row * problem.k;
-  int32_t* indices = problem.indices + row * problem.k;
-  if (normalizer.status == RowStatus::has_nan) {  // warp-uniform
-    write_nan_row<32>(k, probs, indices, lane);
-    return;
-  }
+  const RowOutput<32> output(problem, row, warp_reduce(state, problem.k_exp), lane);
+  if (output.wrote_nan_row()) return;  // warp-uniform
   if constexpr (kPass == WarpRowPass::argmax) {
     const TopkKey winner = warp_max(best_index < 0 ? kEmptyKey : make_key(best, best_index));
-    if (lane == 0) write_topk_entry(winner, normalizer, problem.log_probs, probs, indices);
+    if (lane == 0) output(0, winner);
     return;
   }
+
+  const auto k = static_cast<unsigned>(problem.k);
 
   unsigned listed = 0;  // warp-uniform
   if constexpr (kPass == WarpRowPass::whole_row) {
@@ -214,7 +208,7 @@ __global__ void __launch_bounds__(kWarpRowThreads, 3) topk_warp_row_kernel(TopkP
   // The sort as wide as the list: each width doubles the last's shuffles.
   const auto listed_key = [&](unsigned i) { return i < listed ? s.keys[i] : kEmptyKey; };  // sorts last
   const auto write = [&](TopkKey key, unsigned j) {
-    if (j < k) write_topk_entry(key, normalizer, problem.log_probs, probs + j, indices + j);
+    if (j < k) output(j, key);
   };
   if (listed <= 32) {
     TopkKey a = listed_key(lane);
