@@ -83,7 +83,7 @@ struct SpanCut {
 /// The span maxima: the first kSpanKeyBytes of the kernel's dynamic shared memory. (Named here
 /// rather than held, as a pointer would be, in a register of the stream.)
 __device__ __forceinline__ TopkKey* span_keys() {
-  extern __shared__ RawVector dynamic_shared[];
+  extern __shared__ __align__(kDynamicSharedAlignment) RawVector dynamic_shared[];
   return reinterpret_cast<TopkKey*>(dynamic_shared);
 }
 

@@ -44,6 +44,12 @@ constexpr int kSignificantBits<__half> = 19;
 /// halves the registers an fp16 / bf16 row needs.
 using RawVector = uint4;
 
+/// The alignment of a kernel's dynamic shared memory where warps read or write 16-byte vectors
+/// there (a stage, a candidate list, a row): 128 bytes, so that a warp's 32 vectors span 4
+/// shared-memory wavefronts, not 5. Its base follows the kernel's static shared memory, which
+/// leaves it only 16-byte aligned otherwise.
+constexpr int kDynamicSharedAlignment = 128;
+
 template <typename T>
 __device__ __forceinline__ void widen(const RawVector& raw, float (&out)[kVectorWidth<T>]) {
   const T* elements = reinterpret_cast<const T*>(&raw);

@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(Shape::kBlockThreads, 1024 / Shape::kBlockThre
   constexpr int kThreads = Shape::kThreadsPerRow;
   constexpr int kCached = Shape::kRegisterVectors;
   constexpr int W = kVectorWidth<T>;
-  extern __shared__ RawVector shared_row[];
+  extern __shared__ __align__(kDynamicSharedAlignment) RawVector shared_row[];
   __shared__ SoftmaxState scratch[kThreads / 32];
 
   const int thread = static_cast<int>(threadIdx.x) % kThreads;

@@ -18,7 +18,7 @@ namespace {
 template <typename T, int LA, bool kListsVectors, bool kSeedsFromVectors>
 __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
     topk_fused_kernel(TopkProblem problem, FusedCoreShape shape) {
-  extern __shared__ RawVector candidate_storage[];
+  extern __shared__ __align__(kDynamicSharedAlignment) RawVector candidate_storage[];
   __shared__ FusedTopkShared shared;
   enter_after_previous_grid();
 
@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
 template <typename T>
 __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
     topk_fused_argmax_kernel(TopkProblem problem, bool staged) {
-  extern __shared__ RawVector stage[];
+  extern __shared__ __align__(kDynamicSharedAlignment) RawVector stage[];
   __shared__ BlockArgmaxScratch<kFusedThreads> scratch;
   enter_after_previous_grid();
 

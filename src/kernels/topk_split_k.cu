@@ -191,7 +191,7 @@ template <typename T, int LA, bool kListsVectors, bool kSeedsFromVectors>
 __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
     topk_split_k_fused_chunk_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w,
                                     FusedCoreShape shape) {
-  extern __shared__ RawVector candidate_storage[];
+  extern __shared__ __align__(kDynamicSharedAlignment) RawVector candidate_storage[];
   __shared__ FusedTopkShared shared;
   enter_after_previous_grid();  // launched programmatically (chunk_launch): nothing global before it
 
@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
 template <typename T>
 __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
     topk_split_k_argmax_chunk_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w, bool staged) {
-  extern __shared__ RawVector stage[];
+  extern __shared__ __align__(kDynamicSharedAlignment) RawVector stage[];
   __shared__ BlockArgmaxScratch<kFusedThreads> scratch;
   enter_after_previous_grid();  // launched programmatically (chunk_launch): nothing global before it
 
