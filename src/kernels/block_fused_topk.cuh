@@ -46,7 +46,7 @@ constexpr int kFusedBlocksPerSm = 2;
 /// measured 9% slower on a 64M-token row: H200, f32).
 constexpr std::size_t kCandidateBytes = 64 * 1024;
 /// Past the list, where the staged loops stream (staged_stream.cuh: phase B's rest, and at K > 256
-/// both passes over the prefix): 32 KB, so two blocks still fit an SM (2 x (96 KB + ~10 KB
+/// both passes over the prefix): 32 KB, so two blocks still fit an SM (2 x (96 KB + ~11 KB
 /// static) of its 228 KB).
 constexpr std::size_t kStreamStageBytes = kStagedStreamBytes<kStreamUnroll, kFusedThreads>;
 /// Whether a launch of `blocks` blocks of kFusedThreads streams staged: at most one block an SM,
