@@ -45,9 +45,10 @@ constexpr int kSignificantBits<__half> = 19;
 using RawVector = uint4;
 
 /// The alignment of a kernel's dynamic shared memory where warps read or write 16-byte vectors
-/// there (a stage, a candidate list, a row): 128 bytes, so that a warp's 32 vectors span 4
-/// shared-memory wavefronts, not 5. Its base follows the kernel's static shared memory, which
-/// leaves it only 16-byte aligned otherwise.
+/// there (a stage, a candidate list, a row): 128 bytes, so that a warp's 32 vectors lie on 4
+/// whole 128-byte lines. Its base follows the kernel's static shared memory, which left it only
+/// 16-byte aligned (32 bytes past a line in the fused kernels). Measured against that (H100, one
+/// run of two rounds): the staged K = 1024 streams 1.02x, the rest within the rounds' spread.
 constexpr int kDynamicSharedAlignment = 128;
 
 template <typename T>
