@@ -233,7 +233,8 @@ struct ClusterShared {
 
 /// A top-k kernel's ClusterShared lies at the start of its dynamic shared memory (past the 48 KB
 /// that static shared memory may take), a SharedChunk's vectors after it.
-constexpr std::size_t kClusterSharedBytes = (sizeof(ClusterShared) + 127) / 128 * 128;
+constexpr std::size_t kClusterSharedBytes =
+    (sizeof(ClusterShared) + kDynamicSharedAlignment - 1) / kDynamicSharedAlignment * kDynamicSharedAlignment;
 static_assert(kClusterSharedBytes + kMaxSharedChunkBytes <= 227 * 1024, "a CTA's shared memory on sm_90");
 
 /// The unaligned head and tail of a CTA's chunk: one scalar a thread, held in a register.
@@ -297,7 +298,7 @@ struct RegisterChunk : ChunkEdges<T> {
 /// A top-k kernel's dynamic shared memory: its ClusterShared, then (plan.shared_bytes) a
 /// SharedChunk's vectors.
 __device__ __forceinline__ unsigned char* dynamic_shared() {
-  extern __shared__ __align__(128) unsigned char memory[];
+  extern __shared__ __align__(kDynamicSharedAlignment) unsigned char memory[];
   return memory;
 }
 
@@ -305,10 +306,10 @@ __device__ __forceinline__ ClusterShared& cluster_shared() {
   return *reinterpret_cast<ClusterShared*>(dynamic_shared());
 }
 
-/// Past ClusterShared at a 128-byte boundary, so that a warp's 32 vectors are 4 shared-memory
-/// wavefronts, not 5 (208 bytes more of ClusterShared, when the chunk followed it unaligned,
-/// took 8 x 256000 f32 K = 50 (9 CTAs, chunks in shared memory) from 12.03 to 13.21 us;
-/// aligned, 11.99; H200).
+/// Past ClusterShared at a kDynamicSharedAlignment boundary, so that a warp's 32 vectors are 4
+/// shared-memory wavefronts, not 5 (208 bytes more of ClusterShared, when the chunk followed it
+/// unaligned, took 8 x 256000 f32 K = 50 (9 CTAs, chunks in shared memory) from 12.03 to 13.21
+/// us; aligned, 11.99; H200).
 __device__ __forceinline__ RawVector* dynamic_shared_vectors() {
   return reinterpret_cast<RawVector*>(dynamic_shared() + kClusterSharedBytes);
 }
