@@ -596,6 +596,10 @@ void register_topk() {
   for (int32_t k : ks)
     for (int64_t r : {2048, 8192})
       for (int64_t v : {1000, 4000, 16000}) shapes.emplace(r, v, k);
+  // The slotted seeds' crossover in V (topk_fused.cu, rows_take_slotted_seeds): K = 1024 on rows
+  // of 2000-16000 tokens, in one wave of blocks (256 rows) and in several (2048).
+  for (int64_t r : {256, 2048})
+    for (int64_t v : {2000, 4000, 8000, 16000}) shapes.emplace(r, v, 1024);
   // The warp-per-row crossover in rows (dispatch.cpp, warp_rows_pay): fused runs such rows a
   // warp each at any batch; auto a block each within one wave of blocks, except rows of at most
   // 1024 tokens (8 KB at K = 1). K = 256: the whole-row sort, at every batch.

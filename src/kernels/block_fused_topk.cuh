@@ -167,17 +167,30 @@ struct FusedCoreShape {
 constexpr int64_t kWholePrefixMaxLength = 32768;
 constexpr int64_t kStagedPrefixMinLength = 65536;
 constexpr int64_t kVectorsPerSeededWinner = 2;
+
+/// Whether `runs` resident runs (a launch of `runs` of them under per_batch sizing, else a full
+/// wave) of `elements_a_run` elements of T fit L2 together.
+template <typename T>
+bool resident_runs_fit_l2(int64_t elements_a_run, int64_t runs, SplitSizing sizing, const DeviceInfo& device) {
+  const int64_t wave = int64_t{kFusedBlocksPerSm} * device.sm_count;
+  const int64_t resident_runs = sizing == SplitSizing::per_batch ? std::min(runs, wave) : wave;
+  return resident_runs * elements_a_run * int64_t{sizeof(T)} <= device.l2_bytes;
+}
+
+/// Whether the fused kernel's phase A reads `rows` rows of `length` whole (see above).
+template <typename T>
+bool reads_rows_whole(int32_t k, int64_t length, int64_t rows, SplitSizing sizing, const DeviceInfo& device) {
+  return k > 256 && length <= kWholePrefixMaxLength && resident_runs_fit_l2<T>(length, rows, sizing, device);
+}
+
 template <FusedRuns kKind, typename T, typename F>
 void with_fused_core_shape(int32_t k, int64_t run_length, int64_t runs, SplitSizing sizing, const DeviceInfo& device,
                            F&& f) {
-  const int64_t wave = int64_t{kFusedBlocksPerSm} * device.sm_count;
-  const int64_t resident_runs = sizing == SplitSizing::per_batch ? std::min(runs, wave) : wave;
   const auto fits_l2 = [&](int64_t elements_a_run) {
-    return resident_runs * elements_a_run * int64_t{sizeof(T)} <= device.l2_bytes;
+    return resident_runs_fit_l2<T>(elements_a_run, runs, sizing, device);
   };
   int32_t prefix_divisor = fits_l2(run_length / kLongPrefixDivisor) ? kLongPrefixDivisor : 0;
-  if (kKind == FusedRuns::rows && k > 256 && run_length <= kWholePrefixMaxLength && fits_l2(run_length))
-    prefix_divisor = 1;
+  if (kKind == FusedRuns::rows && reads_rows_whole<T>(k, run_length, runs, sizing, device)) prefix_divisor = 1;
   const bool staged_prefix = k > 256 && run_length > kStagedPrefixMinLength;
   const FusedCoreShape shape{prefix_divisor, staged_prefix, staged_prefix || streams_staged(runs, device)};
   const int64_t vector_prefix = prefix_length(run_length, k, true, prefix_divisor);
@@ -203,16 +216,23 @@ void with_fused_core_shape(int32_t k, int64_t run_length, int64_t runs, SplitSiz
   });
 }
 
+/// Launches `kernel` on args... in blocks of kFusedThreads with `bytes` of dynamic shared memory.
+/// Past the 48 KB default the kernel opts in first (a per-device attribute, hence on every launch).
+template <typename... Params, typename... Args>
+void launch_with_dynamic_shared(std::size_t bytes, void (*kernel)(Params...), dim3 grid, const LaunchContext& launch,
+                                const Args&... args) {
+  if (bytes > 48 * 1024)
+    SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  KernelLaunch(grid, kFusedThreads, bytes, launch.stream).programmatic(launch.programmatic)(kernel, args...);
+}
+
 /// Launches `kernel` (a kernel running block_fused_candidates, its last parameter the
 /// FusedCoreShape) on args..., shape, with its candidate list, and the stage where `shape` has
-/// one, in dynamic shared memory. Static + dynamic shared memory passes the 48 KB default, so the
-/// kernel opts in first (a per-device attribute, hence on every launch).
+/// one, in dynamic shared memory.
 template <typename... Params, typename... Args>
 void launch_with_candidate_list(void (*kernel)(Params...), dim3 grid, const LaunchContext& launch,
                                 const FusedCoreShape& shape, const Args&... args) {
-  const std::size_t bytes = shape.dynamic_bytes();
-  SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  KernelLaunch(grid, kFusedThreads, bytes, launch.stream).programmatic(launch.programmatic)(kernel, args..., shape);
+  launch_with_dynamic_shared(shape.dynamic_bytes(), kernel, grid, launch, args..., shape);
 }
 
 /// Launches `kernel` (blocks of kFusedThreads streaming a run each, its last parameter whether
@@ -223,10 +243,7 @@ template <typename... Params, typename... Args>
 void launch_with_stream_stage_after(std::size_t leading_bytes, void (*kernel)(Params...), dim3 grid,
                                     const LaunchContext& launch, const DeviceInfo& device, const Args&... args) {
   const bool staged = streams_staged(int64_t{grid.x} * grid.y, device);
-  const std::size_t bytes = leading_bytes + (staged ? kStreamStageBytes : 0);
-  if (bytes > 48 * 1024)  // past the default limit of dynamic shared memory
-    SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  KernelLaunch(grid, kFusedThreads, bytes, launch.stream).programmatic(launch.programmatic)(kernel, args..., staged);
+  launch_with_dynamic_shared(leading_bytes + (staged ? kStreamStageBytes : 0), kernel, grid, launch, args..., staged);
 }
 
 /// launch_with_stream_stage_after with no dynamic shared memory but the stage (32 KB, within the

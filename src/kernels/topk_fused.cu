@@ -3,10 +3,15 @@
 // written with exp(x - m) / d; at K = 1 the row's largest key, which needs no candidates
 // (block_argmax.cuh); at 1 < K <= 64 on rows of 8K-512K tokens, K = 1's read with each thread's
 // largest key of every span of its elements, then the spans holding the winners read again
-// (block_span_topk.cuh, as split-k's chunks). No workspace, no second launch.
+// (block_span_topk.cuh, as split-k's chunks); at K > 256 on rows of at most 16 KB, candidates
+// from each thread's largest elements keyed with where they lie (block_slotted_seeds.cuh). No
+// workspace, no second launch.
+#include <type_traits>
+
 #include "cuda_check.hpp"
 #include "kernels/block_argmax.cuh"
 #include "kernels/block_fused_topk.cuh"
+#include "kernels/block_slotted_seeds.cuh"
 #include "kernels/block_span_topk.cuh"
 #include "kernels/grid_dependency.cuh"
 #include "kernels/topk_launch.hpp"
@@ -14,6 +19,23 @@
 
 namespace softk::kernels {
 namespace {
+
+/// Writes row `row`'s sorted top-K from the candidates a fused core left in candidate_storage:
+/// by range bins, or, for an overflowed list or ties too many to rank in one bin, by the exact
+/// fallback over the list or the row itself. Called by all kFusedThreads threads.
+template <typename T>
+__device__ __forceinline__ void write_fused_top_k(const TopkProblem& problem, int64_t row, const RowSegment<T>& row_run,
+                                                  const FusedCandidates& found, void* candidate_storage,
+                                                  FusedTopkShared& shared) {
+  const auto k = static_cast<unsigned>(problem.k);
+  const RowOutput<kFusedThreads> write(problem, row, found.state);
+  if (write.wrote_nan_row()) return;
+  if (found.write_top_k_by_range_bins(k, candidate_storage, write)) return;
+  const TopkKey* sorted = found.with_key_source(row_run, [&](const auto& keys) {
+    return block_topk_sorted<kFusedThreads, kSignificantBits<T>>(k, keys, shared.storage);
+  });
+  for (unsigned j = threadIdx.x; j < k; j += kFusedThreads) write(j, sorted[j]);
+}
 
 template <typename T, int LA, bool kListsVectors, bool kSeedsFromVectors>
 __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
@@ -27,14 +49,22 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   const RowSegment<T> row_run(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
   const FusedCandidates found = block_fused_candidates<FusedRuns::rows, T, LA, kListsVectors, kSeedsFromVectors>(
       row_run.data, 0, problem.vocab, k, problem.k_exp, shape, candidate_storage, shared);
-  const RowOutput<kFusedThreads> write(problem, row, found.state);
-  if (write.wrote_nan_row()) return;
-  if (found.write_top_k_by_range_bins(k, candidate_storage, write)) return;
-  // The exact fallback: an overflowed list, or ties too many to rank in one bin.
-  const TopkKey* sorted = found.with_key_source(row_run, [&](const auto& keys) {
-    return block_topk_sorted<kFusedThreads, kSignificantBits<T>>(k, keys, shared.storage);
-  });
-  for (unsigned j = threadIdx.x; j < k; j += kFusedThreads) write(j, sorted[j]);
+  write_fused_top_k(problem, row, row_run, found, candidate_storage, shared);
+}
+
+/// K > 256 on rows read whole (rows_take_slotted_seeds): the candidates in one read of the row,
+/// by each thread's largest elements keyed with where they lie (block_slotted_seeds.cuh).
+template <typename T>
+__global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm) topk_fused_slotted_kernel(TopkProblem problem) {
+  extern __shared__ __align__(kDynamicSharedAlignment) RawVector candidate_storage[];
+  __shared__ FusedTopkShared shared;
+  enter_after_previous_grid();
+
+  const int64_t row = blockIdx.x;
+  const RowSegment<T> row_run(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
+  const FusedCandidates found = block_slotted_candidates(row_run, static_cast<unsigned>(problem.k), problem.k_exp,
+                                                         candidate_storage, shared);
+  write_fused_top_k(problem, row, row_run, found, candidate_storage, shared);
 }
 
 /// 1 < K <= kMaxSpanTopK on rows that take spans (rows_take_spans): a row's (m, d) and each
@@ -86,6 +116,20 @@ bool rows_take_spans(const TopkProblem& problem, const DeviceInfo& device) {
   return takes_spans(problem.vocab, problem.k) && (short_rows || 2 * problem.rows <= device.sm_count);
 }
 
+/// Whether the rows take slotted seeds (topk_fused_slotted_kernel) rather than the fused core:
+/// rows that phase A would read whole (reads_rows_whole, K > 256) of at most two vectors a thread,
+/// fp32 or bf16. Measured at K = 1024 against the fused core (H100, one run of two rounds, llm
+/// logits): rows of 16 KB 1.13-1.20x (256 x 4000 f32 15.0 -> 13.3 us, 2048 x 4000 104.1 -> 86.5;
+/// bf16 rows of 8000 1.03-1.05x), of 32 KB 0.99-1.05x, longer ones 0.84-0.99x (256 x 32000 f32
+/// 27.4 -> 28.1 us, bf16 22.1 -> 26.2): the seed keys cost phase A ~4 instructions an element,
+/// and a thread whose four seeds pass re-reads its stride as long as phase B would. fp16, whose
+/// kernel spilled (24 bytes), keeps the fused core (the caller's `if constexpr`).
+template <typename T>
+bool rows_take_slotted_seeds(const TopkProblem& problem, SplitSizing sizing, const DeviceInfo& device) {
+  return problem.vocab * int64_t{sizeof(T)} <= kSlottedSeedsMaxRowBytes &&
+         reads_rows_whole<T>(problem.k, problem.vocab, problem.rows, sizing, device);
+}
+
 }  // namespace
 
 void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,
@@ -113,6 +157,13 @@ void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, con
       launch_with_stream_stage_after(kSpanKeyBytes<kFusedThreads>, topk_fused_span_kernel<T>,
                                      dim3(static_cast<unsigned>(problem.rows)), block_launch, device, problem);
       return;
+    }
+    if constexpr (!std::is_same_v<T, __half>) {
+      if (rows_take_slotted_seeds<T>(problem, sizing, device)) {
+        launch_with_dynamic_shared(kCandidateBytes, topk_fused_slotted_kernel<T>,
+                                   dim3(static_cast<unsigned>(problem.rows)), block_launch, problem);
+        return;
+      }
     }
     with_fused_core_shape<FusedRuns::rows, T>(
         problem.k, problem.vocab, problem.rows, sizing, device,

@@ -11,8 +11,8 @@
 //   WarpRow/   the edges of the warp-per-row kernel (V <= 4096, K <= 64)
 //   SortedRow/ the whole-row sort (V <= 1024, K > 64) and its edge
 //   Sanitize/  a small cross-section for compute-sanitizer (scripts/gpu-check: '*Sanitize*')
-// plus the three exactness-guard tests (TopkAllWinnersInOneThreadStride, TopkAllEqualRows,
-// TopkTiedBin),
+// plus the four exactness-guard tests (TopkAllWinnersInOneThreadStride, TopkAllEqualRows,
+// TopkTiedBin, TopkSlottedSeeds),
 // properties against the GPU softmax (gather), log-probs, temperature, workspace checks.
 // The case description, the input/oracle caches and check_case() live in common/topk_check.hpp;
 // split-k's own matrix (V up to 2^26, rows {1, 2, 3, 7}) is topk_split_k_test.cpp.
@@ -245,7 +245,9 @@ std::vector<TopkCase> sorted_row_cases() {
 // tied rows of 1001 at K = 1 (one read, ties across the tail); and tied, misaligned rows of 1000
 // at K = 256 (the whole-row sort); and K = 1024 on tied rows of 50257 and on rows of 131077, which
 // the forced fused core lists as fp32 vectors (overflowing) and keys; and misaligned rows of
-// 128256 at K = 50, whose long prefix leaves each thread's last vectors to the paired loads.
+// 128256 at K = 50, whose long prefix leaves each thread's last vectors to the paired loads; and
+// misaligned rows of 4095 at K = 1024 with 32 winners side by side (slotted seeds: threads whose
+// four seeds all pass re-read their stride).
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   struct Small { int64_t V, rows; int32_t k; Dist dist; int64_t stride, count; Layout layout; };
@@ -266,7 +268,8 @@ std::vector<TopkCase> sanitize_cases() {
                            Small{50257, 2, 1024, Dist::constant, 256, 1024, {}},
                            Small{131077, 2, 1024, Dist::llm_like, 256, 1024, {}},
                            Small{128256, 2, 50, Dist::llm_like, 256, 50, {128259, 1}},
-                           Small{20000, 2, 1, Dist::llm_like, 256, 1, {20003, 1}}})
+                           Small{20000, 2, 1, Dist::llm_like, 256, 1, {20003, 1}},
+                           Small{4095, 2, 1024, Dist::adversarial_stride, 1, 32, {4100, 3}}})
       for (TopkImpl impl : kAllTopkImpls) {
         TopkCase c = topk_case(impl, dt, s.V, s.rows, s.k, s.dist);
         c.params.stride = s.stride;
@@ -409,6 +412,46 @@ std::vector<TopkCase> tied_bin_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Guard, TopkTiedBin, ::testing::ValuesIn(tied_bin_cases()), param_name);
+
+// Exactness guard (4): the slotted seeds of short rows at K > 256 (at most 16 KB: two vectors a
+// thread; block_slotted_seeds.cuh). Each thread keeps its four largest elements keyed with where
+// they lie, lists those that reach the threshold by that place, and re-reads its stride when
+// all four do (at K = 1024 of 4096 tokens a quarter of the row wins, so ~10% of threads do).
+// Every distribution at K = 257 and 1024, fp32 and bf16, on dense rows of 16 KB and on a
+// misaligned layout one token shorter, where the first threads visit an edge element before
+// their two vectors (bf16: the 17th slot); adversarial rows put 32 winners (tied or not) side by
+// side, filling eight threads' first vectors (fp32: four seeds each, all passing), or one
+// thread's stride apart.
+
+class TopkSlottedSeeds : public GpuTestWithParam<TopkCase> {};
+
+TEST_P(TopkSlottedSeeds, IsExact) { check_case(GetParam(), stream()); }
+
+std::vector<TopkCase> slotted_seed_cases() {
+  std::vector<TopkCase> out;
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const int64_t width = dt == DType::f32 ? 4 : 8;  // elements a vector
+    const int64_t dense = 512 * 2 * width;           // 16 KB
+    for (bool misaligned : {false, true})
+      for (Dist d : kAllDists)
+        for (int32_t k : {257, 1024})
+          for (int64_t S : {int64_t{1}, 512 * width})
+            for (bool tied : {false, true}) {
+              if (d != Dist::adversarial_stride && (S != 1 || tied)) continue;
+              for (TopkImpl impl : {TopkImpl::fused, TopkImpl::automatic}) {
+                const int64_t V = misaligned ? dense - 1 : dense;
+                TopkCase c = d == Dist::adversarial_stride ? stride_winners_case(impl, dt, V, k, S, 32, tied)
+                                                           : topk_case(impl, dt, V, 4, k, d);
+                if (d == Dist::few_unmasked) c.params.count = k / 2;
+                if (misaligned) c.layout = Layout{V + 5, dt == DType::f32 ? 3 : 7};
+                out.push_back(c);
+              }
+            }
+  }
+  return finish(out, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Guard, TopkSlottedSeeds, ::testing::ValuesIn(slotted_seed_cases()), param_name);
 
 // ---------------------------------------------------------------------------------------------
 // Properties against the GPU softmax and between options, independent of the CPU oracle:
