@@ -1,8 +1,8 @@
-// The fused core for short rows at K > 256 (rows_take_slotted_seeds: at most 16 KB, which phase A
-// of block_fused_candidates reads whole), in one read of the row instead of two: each thread
-// keeps its kSlottedSeeds largest elements as 32-bit keys, the logit's order bits with the low
-// kSlotBits replaced by where the element lies in the thread's stride (its slot). The seeds are
-// then the candidates themselves, not only a bound on them.
+// The fused core for short rows at K > 64 (rows_take_slotted_seeds: at most 16 KB), in one read
+// of the row instead of two: each thread keeps its kSlottedSeeds largest elements as 32-bit keys,
+// the logit's order bits with the low kSlotBits replaced by where the element lies in the
+// thread's stride (its slot). The seeds are then the candidates themselves, not only a bound on
+// them.
 //
 //  1. The row is streamed once: folded into (m, d), every element pushed into the thread's seeds.
 //  2. A block radix select over the seeds' top 16 bits gives `cut`, the floor of the 16-bit bin
@@ -11,11 +11,13 @@
 //     over more such elements, so it re-reads its stride (from L2) and lists them; any other
 //     thread lists its passing seeds, each value re-read by its slot (a few a thread).
 //
-// Why: the fused core re-reads the row in phase B to list the vectors holding candidates, then
-// rewrites them as keys. At K = 1024 a thread holds two winners on average (K / 512), so four
-// seeds hold all of a thread's in ~85% of threads (Poisson(2) < 4), and the others re-read only
-// their own elements. Where a thread has two vectors, that saves more than the seed keys cost
-// phase A (~4 instructions an element); on longer rows it does not (rows_take_slotted_seeds).
+// Why: the fused core folds a prefix of the row, selects tau from its seeds, then reads the row
+// again in phase B to list the vectors holding a logit >= tau, and rewrites them as keys. At
+// K <= 1024 a thread holds at most two winners on average (K / 512), so four seeds hold all of a
+// thread's in ~85% of threads at K = 1024 (Poisson(2) < 4) and nearly all at K = 256, and the
+// others re-read only their own elements. Where a thread has two vectors, that saves more than
+// the seed keys cost phase A (~4 instructions an element); on longer rows it does not
+// (rows_take_slotted_seeds).
 //
 // Exactness: a slot key orders elements by their logit's bin (the order bits above kSlotBits),
 // so a thread's dropped elements lie in bins no higher than its last seed's. Where that seed is
@@ -70,9 +72,9 @@ template <typename T>
 __device__ FusedCandidates block_slotted_candidates(const RowSegment<T>& row, unsigned k, float k_exp,
                                                     void* candidate_storage, FusedTopkShared& shared) {
   constexpr int kThreads = kFusedThreads;
-  // The stream's groups are those of block_fused_candidates' whole-row prefix (its last vectors
-  // two at a time), so (m, d) is summed in the same order as there: a row's probabilities do not
-  // depend on which of the two cores reads it.
+  // A thread's last vectors two at a time, as in the fused core's prefix: nothing hides their
+  // round trips. (Which core reads a row depends on its length, K and dtype alone, never on its
+  // batch, so neither does the order in which its (m, d) is summed.)
   constexpr int kTailLoads = 2;
   SoftmaxState state = empty_state();
   SeedBuffer<kSlottedSeeds, uint32_t> seeds;

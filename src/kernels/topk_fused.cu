@@ -3,7 +3,7 @@
 // written with exp(x - m) / d; at K = 1 the row's largest key, which needs no candidates
 // (block_argmax.cuh); at 1 < K <= 64 on rows of 8K-512K tokens, K = 1's read with each thread's
 // largest key of every span of its elements, then the spans holding the winners read again
-// (block_span_topk.cuh, as split-k's chunks); at K > 256 on rows of at most 16 KB, candidates
+// (block_span_topk.cuh, as split-k's chunks); at K > 64 on rows of at most 16 KB, candidates
 // from each thread's largest elements keyed with where they lie (block_slotted_seeds.cuh). No
 // workspace, no second launch.
 #include <type_traits>
@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   write_fused_top_k(problem, row, row_run, found, candidate_storage, shared);
 }
 
-/// K > 256 on rows read whole (rows_take_slotted_seeds): the candidates in one read of the row,
+/// K > 64 on rows of at most 16 KB (rows_take_slotted_seeds): the candidates in one read of the row,
 /// by each thread's largest elements keyed with where they lie (block_slotted_seeds.cuh).
 template <typename T>
 __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm) topk_fused_slotted_kernel(TopkProblem problem) {
@@ -117,17 +117,20 @@ bool rows_take_spans(const TopkProblem& problem, const DeviceInfo& device) {
 }
 
 /// Whether the rows take slotted seeds (topk_fused_slotted_kernel) rather than the fused core:
-/// rows that phase A would read whole (reads_rows_whole, K > 256) of at most two vectors a thread,
-/// fp32 or bf16. Measured at K = 1024 against the fused core (H100, one run of two rounds, llm
-/// logits): rows of 16 KB 1.13-1.20x (256 x 4000 f32 15.0 -> 13.3 us, 2048 x 4000 104.1 -> 86.5;
-/// bf16 rows of 8000 1.03-1.05x), of 32 KB 0.99-1.05x, longer ones 0.84-0.99x (256 x 32000 f32
-/// 27.4 -> 28.1 us, bf16 22.1 -> 26.2): the seed keys cost phase A ~4 instructions an element,
-/// and a thread whose four seeds pass re-reads its stride as long as phase B would. fp16, whose
-/// kernel spilled (24 bytes), keeps the fused core (the caller's `if constexpr`).
+/// K > 64 (smaller K on such rows takes the warp per row, or K = 1's kernel) on rows of at most
+/// two vectors a thread, fp32 or bf16. Measured against the fused core (H100, one run of two
+/// rounds each, llm logits):
+/// - K = 256, rows 8-8192 of 2000 and 4000 tokens: fp32 1.13-1.35x (2048 x 4000 79.6 -> 64.9 us),
+///   bf16 1.42-1.62x (2048 x 4000 102.6 -> 64.0), where the fused core's prefix (1/6 of the row)
+///   left phase B to list the rest by vectors against a looser tau;
+/// - K = 1024: rows of 16 KB 1.13-1.22x (2048 x 4000 f32 103.5 -> 86.0 us; bf16 rows of 8000
+///   1.03-1.05x), of 32 KB 0.99-1.05x, longer ones 0.84-0.98x (256 x 32000 f32 27.4 -> 28.1 us,
+///   bf16 22.1 -> 26.2): the seed keys cost phase A ~4 instructions an element, and a thread whose
+///   four seeds pass re-reads its stride, as long as phase B would be there.
+/// fp16, whose kernel spilled (24 bytes), keeps the fused core (the caller's `if constexpr`).
 template <typename T>
-bool rows_take_slotted_seeds(const TopkProblem& problem, SplitSizing sizing, const DeviceInfo& device) {
-  return problem.vocab * int64_t{sizeof(T)} <= kSlottedSeedsMaxRowBytes &&
-         reads_rows_whole<T>(problem.k, problem.vocab, problem.rows, sizing, device);
+bool rows_take_slotted_seeds(const TopkProblem& problem) {
+  return problem.k > 64 && problem.vocab * int64_t{sizeof(T)} <= kSlottedSeedsMaxRowBytes;
 }
 
 }  // namespace
@@ -159,7 +162,7 @@ void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, con
       return;
     }
     if constexpr (!std::is_same_v<T, __half>) {
-      if (rows_take_slotted_seeds<T>(problem, sizing, device)) {
+      if (rows_take_slotted_seeds<T>(problem)) {
         launch_with_dynamic_shared(kCandidateBytes, topk_fused_slotted_kernel<T>,
                                    dim3(static_cast<unsigned>(problem.rows)), block_launch, problem);
         return;

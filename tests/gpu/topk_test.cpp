@@ -413,11 +413,11 @@ std::vector<TopkCase> tied_bin_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Guard, TopkTiedBin, ::testing::ValuesIn(tied_bin_cases()), param_name);
 
-// Exactness guard (4): the slotted seeds of short rows at K > 256 (at most 16 KB: two vectors a
+// Exactness guard (4): the slotted seeds of short rows at K > 64 (at most 16 KB: two vectors a
 // thread; block_slotted_seeds.cuh). Each thread keeps its four largest elements keyed with where
 // they lie, lists those that reach the threshold by that place, and re-reads its stride when
 // all four do (at K = 1024 of 4096 tokens a quarter of the row wins, so ~10% of threads do).
-// Every distribution at K = 257 and 1024, fp32 and bf16, on dense rows of 16 KB and on a
+// Every distribution at K = 65, 257 and 1024, fp32 and bf16, on dense rows of 16 KB and on a
 // misaligned layout one token shorter, where the first threads visit an edge element before
 // their two vectors (bf16: the 17th slot); adversarial rows put 32 winners (tied or not) side by
 // side, filling eight threads' first vectors (fp32: four seeds each, all passing), or one
@@ -434,7 +434,7 @@ std::vector<TopkCase> slotted_seed_cases() {
     const int64_t dense = 512 * 2 * width;           // 16 KB
     for (bool misaligned : {false, true})
       for (Dist d : kAllDists)
-        for (int32_t k : {257, 1024})
+        for (int32_t k : {65, 257, 1024})
           for (int64_t S : {int64_t{1}, 512 * width})
             for (bool tied : {false, true}) {
               if (d != Dist::adversarial_stride && (S != 1 || tied)) continue;
