@@ -121,8 +121,8 @@ bool rows_take_spans(const TopkProblem& problem, const DeviceInfo& device) {
 /// two vectors a thread, fp32 or bf16. Measured against the fused core (H100, one run of two
 /// rounds each, llm logits):
 /// - K = 256, rows 8-8192 of 2000 and 4000 tokens: fp32 1.13-1.35x (2048 x 4000 79.6 -> 64.9 us),
-///   bf16 1.42-1.62x (2048 x 4000 102.6 -> 64.0), where the fused core's prefix (1/6 of the row)
-///   left phase B to list the rest by vectors against a looser tau;
+///   bf16 1.42-1.62x (2048 x 4000 102.6 -> 64.0), where the fused core folds a prefix of 4K
+///   tokens (a quarter to half of these rows) and lists the rest by vectors in phase B;
 /// - K = 1024: rows of 16 KB 1.13-1.22x (2048 x 4000 f32 103.5 -> 86.0 us; bf16 rows of 8000
 ///   1.03-1.05x), of 32 KB 0.99-1.05x, longer ones 0.84-0.98x (256 x 32000 f32 27.4 -> 28.1 us,
 ///   bf16 22.1 -> 26.2): the seed keys cost phase A ~4 instructions an element, and a thread whose
