@@ -167,30 +167,17 @@ struct FusedCoreShape {
 constexpr int64_t kWholePrefixMaxLength = 32768;
 constexpr int64_t kStagedPrefixMinLength = 65536;
 constexpr int64_t kVectorsPerSeededWinner = 2;
-
-/// Whether `runs` resident runs (a launch of `runs` of them under per_batch sizing, else a full
-/// wave) of `elements_a_run` elements of T fit L2 together.
-template <typename T>
-bool resident_runs_fit_l2(int64_t elements_a_run, int64_t runs, SplitSizing sizing, const DeviceInfo& device) {
-  const int64_t wave = int64_t{kFusedBlocksPerSm} * device.sm_count;
-  const int64_t resident_runs = sizing == SplitSizing::per_batch ? std::min(runs, wave) : wave;
-  return resident_runs * elements_a_run * int64_t{sizeof(T)} <= device.l2_bytes;
-}
-
-/// Whether the fused kernel's phase A reads `rows` rows of `length` whole (see above).
-template <typename T>
-bool reads_rows_whole(int32_t k, int64_t length, int64_t rows, SplitSizing sizing, const DeviceInfo& device) {
-  return k > 256 && length <= kWholePrefixMaxLength && resident_runs_fit_l2<T>(length, rows, sizing, device);
-}
-
 template <FusedRuns kKind, typename T, typename F>
 void with_fused_core_shape(int32_t k, int64_t run_length, int64_t runs, SplitSizing sizing, const DeviceInfo& device,
                            F&& f) {
+  const int64_t wave = int64_t{kFusedBlocksPerSm} * device.sm_count;
+  const int64_t resident_runs = sizing == SplitSizing::per_batch ? std::min(runs, wave) : wave;
   const auto fits_l2 = [&](int64_t elements_a_run) {
-    return resident_runs_fit_l2<T>(elements_a_run, runs, sizing, device);
+    return resident_runs * elements_a_run * int64_t{sizeof(T)} <= device.l2_bytes;
   };
   int32_t prefix_divisor = fits_l2(run_length / kLongPrefixDivisor) ? kLongPrefixDivisor : 0;
-  if (kKind == FusedRuns::rows && reads_rows_whole<T>(k, run_length, runs, sizing, device)) prefix_divisor = 1;
+  if (kKind == FusedRuns::rows && k > 256 && run_length <= kWholePrefixMaxLength && fits_l2(run_length))
+    prefix_divisor = 1;
   const bool staged_prefix = k > 256 && run_length > kStagedPrefixMinLength;
   const FusedCoreShape shape{prefix_divisor, staged_prefix, staged_prefix || streams_staged(runs, device)};
   const int64_t vector_prefix = prefix_length(run_length, k, true, prefix_divisor);
