@@ -92,10 +92,11 @@ TopkAlgorithm choose_topk_algorithm(int64_t rows, int64_t vocab, DType dtype, in
   return dtype_size(dtype) == 4 || half_bytes_pay ? TopkAlgorithm::split_k : TopkAlgorithm::fused;
 }
 
-// Short rows (V <= 4096, K <= 64: topk_warp_row.cu). Block per row / warp per row, H100, K 1 and
-// 50 only (bench/RESULTS.md, "Bound-and-list warp per row"). Past one wave of blocks (two an SM)
-// the warps win: 512 and 1024 rows of 1000-4000 tokens 1.30-4.35x, and 2048 and 8192 rows ran the
-// first warp design at 1.4-5.9x. Within one wave a lone warp's row must be as quick as a block's:
+// Short rows (at most 32 KB, K <= 64: topk_warp_row.cu). Block per row / warp per row, H100, K 1
+// and 50 only (bench/RESULTS.md, "Bound-and-list warp per row"). Past one wave of blocks (two an
+// SM) the warps win: 512 and 1024 rows of 1000-4000 tokens 1.30-4.35x, 2048 and 8192 rows ran the
+// first warp design at 1.4-5.9x, and rows of 8000-16000 tokens up to 32 KB 1.24-2.31x
+// (topk_launch.hpp). Within one wave a lone warp's row must be as quick as a block's:
 // at K > 1 up to ~1000 tokens (64-256 rows of 1000: 1.10-1.91x; of 2000: 0.85-0.97x; of 4000:
 // 0.67-0.87x); at K = 1, whose warp reads its row once and keeps no list, up to 8 KB (2000
 // tokens 1.35-1.47x with two reads; 4000 bf16 1.03-1.08x; 4000 f32 0.82-0.88x, and 0.90-0.98x

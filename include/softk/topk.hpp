@@ -12,12 +12,12 @@ namespace softk {
 ///                  a threshold taken from a prefix of the row (a lower bound of the K-th), then
 ///                  selects and sorts the K winners from that list. A list that overflows sends
 ///                  the block over the row itself (inside the same block), so the result is
-///                  exact on every input. K <= 1024. Rows of at most 4096 tokens at K <= 64
-///                  take a warp per row instead (the same bound-and-list scheme, sorted in
-///                  registers, exact); under `automatic` past two rows an SM, and in smaller batches
-///                  where a warp's row is as quick as a block's (at most 1024 tokens; at
-///                  K = 1, 8 KB). Rows of at most 1024 tokens at K > 64 are sorted whole by
-///                  a block in shared memory, at any batch.
+///                  exact on every input. K <= 1024. Rows of at most 32 KB (8192 fp32 tokens,
+///                  16384 16-bit) at K <= 64 take a warp per row instead (the same
+///                  bound-and-list scheme, sorted in registers, exact); under `automatic` past
+///                  two rows an SM, and in smaller batches where a warp's row is as quick
+///                  as a block's (at most 1024 tokens; at K = 1, 8 KB). Rows of at most 1024
+///                  tokens at K > 64 are sorted whole by a block in shared memory, at any batch.
 ///  - radix_select: any K; radix-selects the K-th key of each row, gathers the winners and
 ///                  sorts them (CUB segmented sort). Slower, exact, the path for K > 1024.
 ///  - split_k:      few rows, long rows: each row is cut into chunks, one block each, and

@@ -1,13 +1,11 @@
 // Fused softmax + top-k, a block per row: the fused core over the whole row (one read of it from
 // DRAM; see block_fused_topk.cuh), the exact top-K of its candidates selected and sorted, then
 // written with exp(x - m) / d; at K = 1 the row's largest key, which needs no candidates
-// (block_argmax.cuh); at 1 < K <= 64 on rows of 8K-512K tokens, K = 1's read with each thread's
+// (block_argmax.cuh); at 1 < K <= 64 on rows of 1K-512K tokens, K = 1's read with each thread's
 // largest key of every span of its elements, then the spans holding the winners read again
 // (block_span_topk.cuh, as split-k's chunks); at K > 64 on rows of at most 16 KB, candidates
 // from each thread's largest elements keyed with where they lie (block_slotted_seeds.cuh). No
 // workspace, no second launch.
-#include <type_traits>
-
 #include "cuda_check.hpp"
 #include "kernels/block_argmax.cuh"
 #include "kernels/block_fused_topk.cuh"
@@ -110,24 +108,30 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
 /// Measured at K = 50 against the fused core (H200, one run of two rounds, rows 8-1024 of
 /// 32000-256000 tokens): rows of up to 256 KB 1.08-1.42x (256 x 32000 f32 17.30 -> 15.88 us, bf16
 /// 14.67 -> 12.72; 256 x 128256 bf16 28.85 -> 26.63); longer rows 1.08-1.19x at 64 rows, but
-/// 0.93-0.96x at 128 (a block an SM) and 0.96-1.03x at 256 and 1024.
+/// 0.93-0.96x at 128 (a block an SM) and 0.96-1.03x at 256 and 1024. Rows of 1025-8192 tokens
+/// (takes_spans' floor; H100, one run of two rounds, rows 8-256): 1.02-1.43x.
 bool rows_take_spans(const TopkProblem& problem, const DeviceInfo& device) {
   const bool short_rows = problem.vocab * static_cast<int64_t>(dtype_size(problem.dtype)) <= 256 * 1024;
   return takes_spans(problem.vocab, problem.k) && (short_rows || 2 * problem.rows <= device.sm_count);
 }
 
 /// Whether the rows take slotted seeds (topk_fused_slotted_kernel) rather than the fused core:
-/// K > 64 (smaller K on such rows takes the warp per row, or K = 1's kernel) on rows of at most
-/// two vectors a thread, fp32 or bf16. Measured against the fused core (H100, one run of two
-/// rounds each, llm logits):
+/// K > 64 (smaller K on such rows takes the warp per row, spans, or K = 1's kernel) on rows of at
+/// most two vectors a thread. Measured against the fused core (H100, one run of two rounds each,
+/// llm logits):
 /// - K = 256, rows 8-8192 of 2000 and 4000 tokens: fp32 1.13-1.35x (2048 x 4000 79.6 -> 64.9 us),
 ///   bf16 1.42-1.62x (2048 x 4000 102.6 -> 64.0), where the fused core folds a prefix of 4K
 ///   tokens (a quarter to half of these rows) and lists the rest by vectors in phase B;
 /// - K = 1024: rows of 16 KB 1.13-1.22x (2048 x 4000 f32 103.5 -> 86.0 us; bf16 rows of 8000
 ///   1.03-1.05x), of 32 KB 0.99-1.05x, longer ones 0.84-0.98x (256 x 32000 f32 27.4 -> 28.1 us,
 ///   bf16 22.1 -> 26.2): the seed keys cost phase A ~4 instructions an element, and a thread whose
-///   four seeds pass re-reads its stride, as long as phase B would be there.
-/// fp16, whose kernel spilled (24 bytes), keeps the fused core (the caller's `if constexpr`).
+///   four seeds pass re-reads its stride, as long as phase B would be there;
+/// - fp16 as bf16: K = 256 on rows of 2000-4000 tokens 1.45-1.63x (8192 x 4000 387.7 -> 242.1 us),
+///   of 8000 1.26-1.33x; K = 1024 1.13-1.19x, on rows of 8000 0.99-1.01x. Its kernel spills 24
+///   bytes (seeds, around the radix select). Streaming in rounds of two vectors instead of the
+///   stream's loops spilled nothing and read 0.95-1.03x against it, but cost fp32 and bf16 3-9% at
+///   K = 256 on rows of two vectors a thread (2048 x 4000 f32 64.9 -> 67.1 us), so all three keep
+///   the stream's loops.
 template <typename T>
 bool rows_take_slotted_seeds(const TopkProblem& problem) {
   return problem.k > 64 && problem.vocab * int64_t{sizeof(T)} <= kSlottedSeedsMaxRowBytes;
@@ -137,7 +141,7 @@ bool rows_take_slotted_seeds(const TopkProblem& problem) {
 
 void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,
                        bool warp_rows, SplitSizing sizing) {
-  if (warp_rows && topk_warp_row_fits(problem.vocab, problem.k)) {
+  if (warp_rows && topk_warp_row_fits(problem.vocab, problem.dtype, problem.k)) {
     launch_topk_warp_rows(problem, device, launch);
     return;
   }
@@ -161,12 +165,10 @@ void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, con
                                      dim3(static_cast<unsigned>(problem.rows)), block_launch, device, problem);
       return;
     }
-    if constexpr (!std::is_same_v<T, __half>) {
-      if (rows_take_slotted_seeds<T>(problem)) {
-        launch_with_dynamic_shared(kCandidateBytes, topk_fused_slotted_kernel<T>,
-                                   dim3(static_cast<unsigned>(problem.rows)), block_launch, problem);
-        return;
-      }
+    if (rows_take_slotted_seeds<T>(problem)) {
+      launch_with_dynamic_shared(kCandidateBytes, topk_fused_slotted_kernel<T>,
+                                 dim3(static_cast<unsigned>(problem.rows)), block_launch, problem);
+      return;
     }
     with_fused_core_shape<FusedRuns::rows, T>(
         problem.k, problem.vocab, problem.rows, sizing, device,

@@ -36,13 +36,15 @@ void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, con
                        bool warp_rows, SplitSizing sizing);
 
 /// The warp-per-row kernel (topk_warp_row.cu) serves K up to its in-warp sort's 64 keys, on rows
-/// of at most kWarpRowMaxVocab tokens. A warp's time grows with V where a block's barely does.
-/// The first design (a radix select per row: about five reads of it) took 1.05-2.14x a block's
-/// time at 16000 tokens (H100, 2048 and 8192 rows, K 1 and 50); the present one reads a row
-/// twice (once at K = 1) and was not measured past 4096 tokens.
+/// of at most kWarpRowMaxBytes. A warp's time grows with the row where a block's barely does:
+/// past one wave of blocks (H100, one run of two rounds, 2048 and 8192 rows, K 1 and 50, against
+/// a block per row) rows of 8000 tokens took it 1.25-1.39x fp32 (8192 x 8000 K = 50 252.3 -> 181.4
+/// us) and 1.34-2.31x bf16, rows of 16000 1.24-1.51x bf16 (32 KB) but 0.80-0.96x fp32 (64 KB:
+/// 8192 x 16000 K = 50 283.4 -> 356.4). So bytes bound it, not tokens. (The first design, a radix
+/// select per row reading it about five times, took 1.05-2.14x a block's time at 16000 tokens.)
 constexpr int32_t kWarpRowMaxK = 64;
-constexpr int64_t kWarpRowMaxVocab = 4096;
-bool topk_warp_row_fits(int64_t vocab, int32_t k);
+constexpr int64_t kWarpRowMaxBytes = 32 * 1024;
+bool topk_warp_row_fits(int64_t vocab, DType dtype, int32_t k);
 void launch_topk_warp_rows(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch);
 
 /// The whole-row sort (topk_sorted_row.cu) serves the K the warp per row does not, on rows of at

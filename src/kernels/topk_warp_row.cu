@@ -1,7 +1,7 @@
-// Fused softmax + top-k of short rows, a warp per row (V <= 4096, K <= 64; under `automatic` past
-// one wave of blocks, or on rows of at most 1024 tokens, 8 KB at K = 1: dispatch.cpp,
-// warp_rows_pay). A block per row pays phases whose cost does not shrink with the row: the seed
-// select, the candidate list, a dozen block barriers. At a few thousand tokens those are the
+// Fused softmax + top-k of short rows, a warp per row (rows of at most 32 KB, K <= 64; under
+// `automatic` past one wave of blocks, or on rows of at most 1024 tokens, 8 KB at K = 1:
+// dispatch.cpp, warp_rows_pay). A block per row pays phases whose cost does not shrink with the
+// row: the seed select, the candidate list, a dozen block barriers. At a few thousand tokens those are the
 // whole time (8192 x 1000 f32, K = 50: 303 us for 33 MB, about torch's time), and a batch of
 // short rows is many waves of such blocks. Here a warp takes a row, so a block holds eight and
 // nothing waits on another warp. The warp reads its row twice, and selects in registers:
@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(kWarpRowThreads, 3) topk_warp_row_kernel(TopkP
     accumulate(state, group, problem.k_exp);
     if constexpr (kPass == WarpRowPass::argmax) {
       visit_elements(group, 0, [&](float x, int64_t index) {
-        const auto i = static_cast<int32_t>(index);  // V <= kWarpRowMaxVocab
+        const auto i = static_cast<int32_t>(index);  // V <= kWarpRowMaxBytes / 2
         if (x > best || (x == best && static_cast<uint32_t>(i) < static_cast<uint32_t>(best_index))) {
           best = x;
           best_index = i;
@@ -240,7 +240,9 @@ constexpr int64_t kTailAtOnceRowVectors = int64_t{32} * kStreamUnroll;
 
 }  // namespace
 
-bool topk_warp_row_fits(int64_t vocab, int32_t k) { return k <= kWarpRowMaxK && vocab <= kWarpRowMaxVocab; }
+bool topk_warp_row_fits(int64_t vocab, DType dtype, int32_t k) {
+  return k <= kWarpRowMaxK && vocab * static_cast<int64_t>(dtype_size(dtype)) <= kWarpRowMaxBytes;
+}
 
 void launch_topk_warp_rows(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch) {
   const auto blocks = static_cast<unsigned>((problem.rows + kWarpsPerBlock - 1) / kWarpsPerBlock);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "dispatch.hpp"
+#include "kernels/topk_launch.hpp"
 
 namespace {
 
@@ -29,6 +30,15 @@ TEST(WarpRowsPay, WithinOneWaveOnlyRowsAsQuickAsABlocks) {
   EXPECT_TRUE(warp_rows_pay(8, 4096, DType::bf16, 1, kH100));
   EXPECT_TRUE(warp_rows_pay(8, 4096, DType::f16, 1, kH100));
   EXPECT_FALSE(warp_rows_pay(8, 2049, DType::f32, 2, kH100));
+}
+
+TEST(WarpRowFits, RowsOfAtMost32KBAtKUpTo64) {
+  using softk::kernels::topk_warp_row_fits;
+  EXPECT_TRUE(topk_warp_row_fits(8192, DType::f32, 64));
+  EXPECT_FALSE(topk_warp_row_fits(8193, DType::f32, 50));
+  EXPECT_TRUE(topk_warp_row_fits(16384, DType::bf16, 50));
+  EXPECT_FALSE(topk_warp_row_fits(16385, DType::f16, 50));
+  EXPECT_FALSE(topk_warp_row_fits(1000, DType::f32, 65));
 }
 
 TEST(SoftmaxDispatch, RegisterKernelOnlyForManyRowsOfAtMost6144Tokens) {

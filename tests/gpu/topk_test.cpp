@@ -8,11 +8,11 @@
 //   Inputs/    every distribution, incl. constant, adversarial stride, +-inf, NaN, masked,
 //              fewer unmasked tokens than K, signed zeros; strided/misaligned layouts,
 //              log-probs and temperature on a few shapes
-//   WarpRow/   the edges of the warp-per-row kernel (V <= 4096, K <= 64)
+//   WarpRow/   the edges of the warp-per-row kernel (rows of at most 32 KB, K <= 64)
 //   SortedRow/ the whole-row sort (V <= 1024, K > 64) and its edge
 //   Sanitize/  a small cross-section for compute-sanitizer (scripts/gpu-check: '*Sanitize*')
-// plus the four exactness-guard tests (TopkAllWinnersInOneThreadStride, TopkAllEqualRows,
-// TopkTiedBin, TopkSlottedSeeds),
+// plus the five exactness-guard tests (TopkAllWinnersInOneThreadStride, TopkAllEqualRows,
+// TopkTiedBin, TopkSlottedSeeds, TopkSpanRows),
 // properties against the GPU softmax (gather), log-probs, temperature, workspace checks.
 // The case description, the input/oracle caches and check_case() live in common/topk_check.hpp;
 // split-k's own matrix (V up to 2^26, rows {1, 2, 3, 7}) is topk_split_k_test.cpp.
@@ -132,21 +132,24 @@ std::vector<TopkCase> input_cases() {
   return finish(out, true);
 }
 
-// The warp-per-row kernel (topk_warp_row.cu: V <= 4096, K <= 64) at its edges, through forced
-// `fused` (`automatic` runs these 13 rows of 4096 a block each, one wave of blocks, except 16-bit
-// rows at K = 1, whose 8 KB take the warp: dispatch.cpp), so the same inputs check both kernels:
-// V = 4096, its limit, beside 4097 (a block per row);
+// The warp-per-row kernel (topk_warp_row.cu: rows of at most 32 KB, K <= 64) at its edges, through
+// forced `fused` (`automatic` runs these 13 rows a block each, one wave of blocks, except 16-bit
+// rows of 4096 at K = 1, whose 8 KB take the warp: dispatch.cpp), so the same inputs check both
+// kernels:
+// V = 32 KB of tokens (8192 fp32, 16384 16-bit), its limit, beside one token more (a block per
+// row), and 4096 (its limit by tokens before);
 // K = 64, its sort's width, beside 65 (a block per row);
 // 13 rows, so the last block's warps partly exit at once; constant rows (ties down to the index
-// bytes, of which a 4096-token row sets only the low two), ascending rows (the winners in the
-// last lanes' vectors), all winners in one lane's stride, a NaN row among finite ones in a
-// block, masked rows and fewer unmasked tokens than K; bf16 and f16 ties.
+// bytes, of which a row of at most 16384 tokens sets only the low two), ascending rows (the
+// winners in the last lanes' vectors), all winners in one lane's stride, a NaN row among finite
+// ones in a block, masked rows and fewer unmasked tokens than K; bf16 and f16 ties.
 std::vector<TopkCase> warp_row_cases() {
   std::vector<TopkCase> out;
   const Dist dists[] = {Dist::llm_like, Dist::constant,    Dist::ascending,  Dist::adversarial_stride,
                         Dist::nan_row,  Dist::masked_rows, Dist::few_unmasked};
-  for (DType dt : {DType::f32, DType::bf16, DType::f16})
-    for (int64_t V : {4096, 4097})
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+    const int64_t limit = 32 * 1024 / (dt == DType::f32 ? 4 : 2);
+    for (int64_t V : {int64_t{4096}, limit, limit + 1})
       for (Dist d : dists)
         for (int32_t k : {1, 64, 65})
           for (TopkImpl impl : {TopkImpl::fused, TopkImpl::automatic}) {
@@ -155,6 +158,7 @@ std::vector<TopkCase> warp_row_cases() {
             c.params.stride = 32 * 8;  // one lane's stride, for a row of 16-byte bf16 vectors
             out.push_back(c);
           }
+  }
   // The candidate list's edges and the exact path's index bytes (K > 1: K = 1 keeps no list). A
   // constant row lists every token: 32 is the longest row listed whole and 33 the shortest that
   // seeds, 64 and 65 fill one and both halves of the final sort, 128 its whole room, 129
@@ -247,7 +251,9 @@ std::vector<TopkCase> sorted_row_cases() {
 // the forced fused core lists as fp32 vectors (overflowing) and keys; and misaligned rows of
 // 128256 at K = 50, whose long prefix leaves each thread's last vectors to the paired loads; and
 // misaligned rows of 4095 at K = 1024 with 32 winners side by side (slotted seeds: threads whose
-// four seeds all pass re-read their stride).
+// four seeds all pass re-read their stride), and at K = 64 with 64 (spans of short rows under
+// auto: the floor from the thread maxima names many threads); and rows of 8192 at K = 50, which
+// forced fused gives a warp each (32 KB of fp32) and auto a block each (spans).
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   struct Small { int64_t V, rows; int32_t k; Dist dist; int64_t stride, count; Layout layout; };
@@ -269,7 +275,9 @@ std::vector<TopkCase> sanitize_cases() {
                            Small{131077, 2, 1024, Dist::llm_like, 256, 1024, {}},
                            Small{128256, 2, 50, Dist::llm_like, 256, 50, {128259, 1}},
                            Small{20000, 2, 1, Dist::llm_like, 256, 1, {20003, 1}},
-                           Small{4095, 2, 1024, Dist::adversarial_stride, 1, 32, {4100, 3}}})
+                           Small{4095, 2, 1024, Dist::adversarial_stride, 1, 32, {4100, 3}},
+                           Small{4095, 2, 64, Dist::adversarial_stride, 1, 64, {4100, 3}},
+                           Small{8192, 3, 50, Dist::llm_like, 256, 50, {}}})
       for (TopkImpl impl : kAllTopkImpls) {
         TopkCase c = topk_case(impl, dt, s.V, s.rows, s.k, s.dist);
         c.params.stride = s.stride;
@@ -417,9 +425,9 @@ INSTANTIATE_TEST_SUITE_P(Guard, TopkTiedBin, ::testing::ValuesIn(tied_bin_cases(
 // thread; block_slotted_seeds.cuh). Each thread keeps its four largest elements keyed with where
 // they lie, lists those that reach the threshold by that place, and re-reads its stride when
 // all four do (at K = 1024 of 4096 tokens a quarter of the row wins, so ~10% of threads do).
-// Every distribution at K = 65, 257 and 1024, fp32 and bf16, on dense rows of 16 KB and on a
-// misaligned layout one token shorter, where the first threads visit an edge element before
-// their two vectors (bf16: the 17th slot); adversarial rows put 32 winners (tied or not) side by
+// Every distribution at K = 65, 257 and 1024, fp32, bf16 and fp16, on dense rows of 16 KB and on
+// a misaligned layout one token shorter, where the first threads visit an edge element before
+// their two vectors (16-bit: the 17th slot); adversarial rows put 32 winners (tied or not) side by
 // side, filling eight threads' first vectors (fp32: four seeds each, all passing), or one
 // thread's stride apart.
 
@@ -427,31 +435,64 @@ class TopkSlottedSeeds : public GpuTestWithParam<TopkCase> {};
 
 TEST_P(TopkSlottedSeeds, IsExact) { check_case(GetParam(), stream()); }
 
+/// A block-per-row guard's cases over every distribution, appended to `out`: 4 rows of V tokens
+/// at each K, each of `impls` innermost (consecutive cases share input and oracle). Adversarial
+/// rows put `winners` winners side by side or one block's thread stride apart (512 vectors),
+/// tied or not; few_unmasked rows hold K / 2 finite logits. A misaligned layout (a row stride of
+/// V + 5, the first row at element 3 or 7) moves the row's head off its 16-byte vectors.
+void add_every_distribution(std::vector<TopkCase>& out, DType dt, int64_t V, std::initializer_list<int32_t> ks,
+                            int64_t winners, std::initializer_list<TopkImpl> impls, bool misaligned) {
+  const int64_t width = dt == DType::f32 ? 4 : 8;  // elements a vector
+  for (Dist d : kAllDists)
+    for (int32_t k : ks)
+      for (int64_t S : {int64_t{1}, 512 * width})
+        for (bool tied : {false, true}) {
+          if (d != Dist::adversarial_stride && (S != 1 || tied)) continue;
+          for (TopkImpl impl : impls) {
+            TopkCase c = d == Dist::adversarial_stride ? stride_winners_case(impl, dt, V, k, S, winners, tied)
+                                                       : topk_case(impl, dt, V, 4, k, d);
+            if (d == Dist::few_unmasked) c.params.count = k / 2;
+            if (misaligned) c.layout = Layout{V + 5, dt == DType::f32 ? 3 : 7};
+            out.push_back(c);
+          }
+        }
+}
+
 std::vector<TopkCase> slotted_seed_cases() {
   std::vector<TopkCase> out;
-  for (DType dt : {DType::f32, DType::bf16}) {
-    const int64_t width = dt == DType::f32 ? 4 : 8;  // elements a vector
-    const int64_t dense = 512 * 2 * width;           // 16 KB
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+    const int64_t dense = 16 * 1024 / (dt == DType::f32 ? 4 : 2);
     for (bool misaligned : {false, true})
-      for (Dist d : kAllDists)
-        for (int32_t k : {65, 257, 1024})
-          for (int64_t S : {int64_t{1}, 512 * width})
-            for (bool tied : {false, true}) {
-              if (d != Dist::adversarial_stride && (S != 1 || tied)) continue;
-              for (TopkImpl impl : {TopkImpl::fused, TopkImpl::automatic}) {
-                const int64_t V = misaligned ? dense - 1 : dense;
-                TopkCase c = d == Dist::adversarial_stride ? stride_winners_case(impl, dt, V, k, S, 32, tied)
-                                                           : topk_case(impl, dt, V, 4, k, d);
-                if (d == Dist::few_unmasked) c.params.count = k / 2;
-                if (misaligned) c.layout = Layout{V + 5, dt == DType::f32 ? 3 : 7};
-                out.push_back(c);
-              }
-            }
+      add_every_distribution(out, dt, misaligned ? dense - 1 : dense, {65, 257, 1024}, 32,
+                             {TopkImpl::fused, TopkImpl::automatic}, misaligned);
   }
   return finish(out, true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Guard, TopkSlottedSeeds, ::testing::ValuesIn(slotted_seed_cases()), param_name);
+
+// Exactness guard (5): the spans of short rows (1 < K <= 64 on rows past 1024 tokens that take a
+// block each: block_span_topk.cuh). A thread of such a row holds at most four vectors, one span,
+// so the floor comes from the thread maxima and the spans named are threads. Every distribution
+// at K = 2, 50 and 64, fp32, bf16 and fp16, on rows of 1025 tokens (most threads hold no vector,
+// the first an edge element), 2000, a misaligned 4095 (edge elements in span 0) and 8192; and
+// 64 winners side by side (the K-th largest thread maximum then lies in the background, so the
+// floor names many threads), or one thread's stride apart, tied or not. Four rows: `automatic`
+// gives them a block each (dispatch.cpp), where forced fused takes the warp per row up to 32 KB.
+
+class TopkSpanRows : public GpuTestWithParam<TopkCase> {};
+
+TEST_P(TopkSpanRows, IsExact) { check_case(GetParam(), stream()); }
+
+std::vector<TopkCase> span_row_cases() {
+  std::vector<TopkCase> out;
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (int64_t V : {1025, 2000, 4095, 8192})
+      add_every_distribution(out, dt, V, {2, 50, 64}, 64, {TopkImpl::automatic}, V == 4095);
+  return finish(out, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Guard, TopkSpanRows, ::testing::ValuesIn(span_row_cases()), param_name);
 
 // ---------------------------------------------------------------------------------------------
 // Properties against the GPU softmax and between options, independent of the CPU oracle:
