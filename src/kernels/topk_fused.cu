@@ -127,7 +127,7 @@ bool rows_take_spans(const TopkProblem& problem, const DeviceInfo& device) {
 ///   bf16 22.1 -> 26.2): the seed keys cost phase A ~4 instructions an element, and a thread whose
 ///   four seeds pass re-reads its stride, as long as phase B would be there;
 /// - fp16 as bf16: K = 256 on rows of 2000-4000 tokens 1.45-1.63x (8192 x 4000 387.7 -> 242.1 us),
-///   of 8000 1.26-1.33x; K = 1024 1.13-1.19x, on rows of 8000 0.99-1.01x. Its kernel spills 24
+///   of 8000 1.26-1.34x; K = 1024 1.13-1.19x, on rows of 8000 0.98-1.01x. Its kernel spills 24
 ///   bytes (seeds, around the radix select). Streaming in rounds of two vectors instead of the
 ///   stream's loops spilled nothing and read 0.95-1.03x against it, but cost fp32 and bf16 3-9% at
 ///   K = 256 on rows of two vectors a thread (2048 x 4000 f32 64.9 -> 67.1 us), so all three keep

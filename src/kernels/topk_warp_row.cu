@@ -1,10 +1,11 @@
 // Fused softmax + top-k of short rows, a warp per row (rows of at most 32 KB, K <= 64; under
 // `automatic` past one wave of blocks, or on rows of at most 1024 tokens, 8 KB at K = 1:
 // dispatch.cpp, warp_rows_pay). A block per row pays phases whose cost does not shrink with the
-// row: the seed select, the candidate list, a dozen block barriers. At a few thousand tokens those are the
-// whole time (8192 x 1000 f32, K = 50: 303 us for 33 MB, about torch's time), and a batch of
-// short rows is many waves of such blocks. Here a warp takes a row, so a block holds eight and
-// nothing waits on another warp. The warp reads its row twice, and selects in registers:
+// row: the seed select, the candidate list, a dozen block barriers. At a few thousand tokens
+// those are the whole time (8192 x 1000 f32, K = 50: 303 us for 33 MB, about torch's time), and
+// a batch of short rows is many waves of such blocks. Here a warp takes a row, so a block holds
+// eight and nothing waits on another warp. The warp reads its row twice, and selects in
+// registers:
 //
 //  1. The warp streams its row once, folding it into (m, d) (a state a lane, merged by
 //     shuffles), and each lane keeps the four largest maxima of its 16-byte vectors: 128 seeds,

@@ -474,8 +474,8 @@ INSTANTIATE_TEST_SUITE_P(Guard, TopkSlottedSeeds, ::testing::ValuesIn(slotted_se
 // Exactness guard (5): the spans of short rows (1 < K <= 64 on rows past 1024 tokens that take a
 // block each: block_span_topk.cuh). A thread of such a row holds at most four vectors, one span,
 // so the floor comes from the thread maxima and the spans named are threads. Every distribution
-// at K = 2, 50 and 64, fp32, bf16 and fp16, on rows of 1025 tokens (most threads hold no vector,
-// the first an edge element), 2000, a misaligned 4095 (edge elements in span 0) and 8192; and
+// at K = 2, 50 and 64, fp32, bf16 and fp16, on rows of 1025 tokens (half the threads or more hold
+// no vector, one an edge element), 2000, a misaligned 4095 (edge elements in span 0) and 8192; and
 // 64 winners side by side (the K-th largest thread maximum then lies in the background, so the
 // floor names many threads), or one thread's stride apart, tied or not. Four rows: `automatic`
 // gives them a block each (dispatch.cpp), where forced fused takes the warp per row up to 32 KB.
