@@ -607,8 +607,8 @@ void register_topk() {
     for (int64_t r : {8, 64, 256, 512, 1024})
       for (int64_t v : {1000, 2000, 4000}) shapes.emplace(r, v, k);
   // Rows of 8000 tokens at K = 1, 50 and 256: at K <= 64 a block each by spans within one wave of
-  // blocks and a warp each past it (32 KB of fp32); at K > 64 past the slotted seeds' 16 KB in
-  // fp32, within them in 16-bit.
+  // blocks and a warp each past it (32 KB of fp32); at K > 64 the slotted seeds (32 KB of fp32:
+  // their limit).
   for (int32_t k : {1, 50, 256})
     for (int64_t r : {256, 2048, 8192}) shapes.emplace(r, 8000, k);
   // K = 8 and 16 on short rows: the warp's seed rounds (topk_warp_row.cu).

@@ -1,4 +1,4 @@
-// The fused core for short rows at K > 64 (rows_take_slotted_seeds: at most 16 KB), in one read
+// The fused core for short rows at K > 64 (rows_take_slotted_seeds: at most 32 KB), in one read
 // of the row instead of two: each thread keeps its kSlottedSeeds largest elements as 32-bit keys,
 // the logit's order bits with the low kSlotBits replaced by where the element lies in the
 // thread's stride (its slot). The seeds are then the candidates themselves, not only a bound on
@@ -15,8 +15,8 @@
 // again in phase B to list the vectors holding a logit >= tau, and rewrites them as keys. At
 // K <= 1024 a thread holds at most two winners on average (K / 512), so four seeds hold all of a
 // thread's in ~85% of threads at K = 1024 (Poisson(2) < 4) and nearly all at K = 256, and the
-// others re-read only their own elements. Where a thread has two vectors, that saves more than
-// the seed keys cost phase A (~4 instructions an element); on longer rows it does not
+// others re-read only their own elements. Where a thread has up to four vectors, that saves more
+// than the seed keys cost phase A (~4 instructions an element); on longer rows it does not
 // (rows_take_slotted_seeds).
 //
 // Exactness: a slot key orders elements by their logit's bin (the order bits above kSlotBits),
@@ -38,11 +38,13 @@ namespace softk::kernels {
 
 /// Seeds a thread: at K <= 1024 a thread holds at most K / 512 = 2 winners on average.
 constexpr int kSlottedSeeds = 4;
-/// The longest rows that take slotted seeds (rows_take_slotted_seeds): two 16-byte vectors a
+/// The longest rows that take slotted seeds (rows_take_slotted_seeds): four 16-byte vectors a
 /// thread.
-constexpr int64_t kSlottedSeedsMaxRowBytes = 16 * 1024;
-/// A thread of such a row visits at most one edge element and two vectors of up to 8 elements.
-constexpr int kSlotBits = 5;
+constexpr int64_t kSlottedSeedsMaxRowBytes = 32 * 1024;
+/// A thread of such a row visits at most one edge element and four vectors of up to 8 elements:
+/// 33 slots. (The select reads the seeds' top 16 bits, so the value bits a slot takes are never
+/// read.)
+constexpr int kSlotBits = 6;
 constexpr uint32_t kSlotMask = (1u << kSlotBits) - 1u;
 static_assert(1 + kSlottedSeedsMaxRowBytes / (16 * kFusedThreads) * 8 <= (1 << kSlotBits), "slots past kSlotBits");
 

@@ -3,7 +3,7 @@
 // written with exp(x - m) / d; at K = 1 the row's largest key, which needs no candidates
 // (block_argmax.cuh); at 1 < K <= 64 on rows of 1K-512K tokens, K = 1's read with each thread's
 // largest key of every span of its elements, then the spans holding the winners read again
-// (block_span_topk.cuh, as split-k's chunks); at K > 64 on rows of at most 16 KB, candidates
+// (block_span_topk.cuh, as split-k's chunks); at K > 64 on rows of at most 32 KB, candidates
 // from each thread's largest elements keyed with where they lie (block_slotted_seeds.cuh). No
 // workspace, no second launch.
 #include "cuda_check.hpp"
@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   write_fused_top_k(problem, row, row_run, found, candidate_storage, shared);
 }
 
-/// K > 64 on rows of at most 16 KB (rows_take_slotted_seeds): the candidates in one read of the row,
+/// K > 64 on rows of at most 32 KB (rows_take_slotted_seeds): the candidates in one read of the row,
 /// by each thread's largest elements keyed with where they lie (block_slotted_seeds.cuh).
 template <typename T>
 __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm) topk_fused_slotted_kernel(TopkProblem problem) {
@@ -117,21 +117,24 @@ bool rows_take_spans(const TopkProblem& problem, const DeviceInfo& device) {
 
 /// Whether the rows take slotted seeds (topk_fused_slotted_kernel) rather than the fused core:
 /// K > 64 (smaller K on such rows takes the warp per row, spans, or K = 1's kernel) on rows of at
-/// most two vectors a thread. Measured against the fused core (H100, one run of two rounds each,
+/// most four vectors a thread. Measured against the fused core (H100, one run of two rounds each,
 /// llm logits):
 /// - K = 256, rows 8-8192 of 2000 and 4000 tokens: fp32 1.13-1.35x (2048 x 4000 79.6 -> 64.9 us),
 ///   bf16 1.42-1.62x (2048 x 4000 102.6 -> 64.0), where the fused core folds a prefix of 4K
 ///   tokens (a quarter to half of these rows) and lists the rest by vectors in phase B;
 /// - K = 1024: rows of 16 KB 1.13-1.22x (2048 x 4000 f32 103.5 -> 86.0 us; bf16 rows of 8000
-///   1.03-1.05x), of 32 KB 0.99-1.05x, longer ones 0.84-0.98x (256 x 32000 f32 27.4 -> 28.1 us,
-///   bf16 22.1 -> 26.2): the seed keys cost phase A ~4 instructions an element, and a thread whose
-///   four seeds pass re-reads its stride, as long as phase B would be there;
+///   1.03-1.05x), of 32 KB 0.98-1.05x (0.98-0.99x at 256 rows, 1.01-1.03x at 2048-8192), longer
+///   ones 0.84-0.98x (256 x 32000 f32 27.4 -> 28.1 us, bf16 22.1 -> 26.2): the seed keys cost
+///   phase A ~4 instructions an element, and a thread whose four seeds pass re-reads its stride,
+///   as long as phase B would be there;
+/// - K = 256 on rows of 32 KB: fp32 (8000 tokens) 1.05-1.15x (8192 x 8000 349.9 -> 303.6 us),
+///   16-bit (16000) 1.25-1.26x (8192 x 16000 bf16 460.1 -> 364.9);
 /// - fp16 as bf16: K = 256 on rows of 2000-4000 tokens 1.45-1.63x (8192 x 4000 387.7 -> 242.1 us),
 ///   of 8000 1.26-1.34x; K = 1024 1.13-1.19x, on rows of 8000 0.98-1.01x. Its kernel spills 24
-///   bytes (seeds, around the radix select). Streaming in rounds of two vectors instead of the
-///   stream's loops spilled nothing and read 0.95-1.03x against it, but cost fp32 and bf16 3-9% at
-///   K = 256 on rows of two vectors a thread (2048 x 4000 f32 64.9 -> 67.1 us), so all three keep
-///   the stream's loops.
+///   bytes (seeds, around the radix select). With the limit at 16 KB, streaming in rounds of two
+///   vectors instead of the stream's loops spilled nothing and read 0.95-1.03x against it, but
+///   cost fp32 and bf16 3-9% at K = 256 on rows of two vectors a thread (2048 x 4000 f32 64.9 ->
+///   67.1 us), so all three keep the stream's loops.
 template <typename T>
 bool rows_take_slotted_seeds(const TopkProblem& problem) {
   return problem.k > 64 && problem.vocab * int64_t{sizeof(T)} <= kSlottedSeedsMaxRowBytes;

@@ -253,7 +253,9 @@ std::vector<TopkCase> sorted_row_cases() {
 // misaligned rows of 4095 at K = 1024 with 32 winners side by side (slotted seeds: threads whose
 // four seeds all pass re-read their stride), and at K = 64 with 64 (spans of short rows under
 // auto: the floor from the thread maxima names many threads); and rows of 8192 at K = 50, which
-// forced fused gives a warp each (32 KB of fp32) and auto a block each (spans).
+// forced fused gives a warp each (32 KB of fp32) and auto a block each (spans); and misaligned
+// rows of 8191 at K = 256 with 64 winners side by side (fp32: slotted seeds at four vectors a
+// thread).
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   struct Small { int64_t V, rows; int32_t k; Dist dist; int64_t stride, count; Layout layout; };
@@ -277,7 +279,8 @@ std::vector<TopkCase> sanitize_cases() {
                            Small{20000, 2, 1, Dist::llm_like, 256, 1, {20003, 1}},
                            Small{4095, 2, 1024, Dist::adversarial_stride, 1, 32, {4100, 3}},
                            Small{4095, 2, 64, Dist::adversarial_stride, 1, 64, {4100, 3}},
-                           Small{8192, 3, 50, Dist::llm_like, 256, 50, {}}})
+                           Small{8192, 3, 50, Dist::llm_like, 256, 50, {}},
+                           Small{8191, 2, 256, Dist::adversarial_stride, 1, 64, {8196, 3}}})
       for (TopkImpl impl : kAllTopkImpls) {
         TopkCase c = topk_case(impl, dt, s.V, s.rows, s.k, s.dist);
         c.params.stride = s.stride;
@@ -421,15 +424,15 @@ std::vector<TopkCase> tied_bin_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Guard, TopkTiedBin, ::testing::ValuesIn(tied_bin_cases()), param_name);
 
-// Exactness guard (4): the slotted seeds of short rows at K > 64 (at most 16 KB: two vectors a
+// Exactness guard (4): the slotted seeds of short rows at K > 64 (at most 32 KB: four vectors a
 // thread; block_slotted_seeds.cuh). Each thread keeps its four largest elements keyed with where
 // they lie, lists those that reach the threshold by that place, and re-reads its stride when
 // all four do (at K = 1024 of 4096 tokens a quarter of the row wins, so ~10% of threads do).
-// Every distribution at K = 65, 257 and 1024, fp32, bf16 and fp16, on dense rows of 16 KB and on
-// a misaligned layout one token shorter, where the first threads visit an edge element before
-// their two vectors (16-bit: the 17th slot); adversarial rows put 32 winners (tied or not) side by
-// side, filling eight threads' first vectors (fp32: four seeds each, all passing), or one
-// thread's stride apart.
+// Every distribution at K = 65, 257 and 1024, fp32, bf16 and fp16, on dense rows of 16 and 32 KB
+// and on a misaligned layout one token shorter, where the first threads visit an edge element
+// before their vectors (16-bit rows of 32 KB: the 33rd slot); adversarial rows put 32 winners
+// (tied or not) side by side, filling eight threads' first vectors (fp32: four seeds each, all
+// passing), or one thread's stride apart.
 
 class TopkSlottedSeeds : public GpuTestWithParam<TopkCase> {};
 
@@ -460,12 +463,13 @@ void add_every_distribution(std::vector<TopkCase>& out, DType dt, int64_t V, std
 
 std::vector<TopkCase> slotted_seed_cases() {
   std::vector<TopkCase> out;
-  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
-    const int64_t dense = 16 * 1024 / (dt == DType::f32 ? 4 : 2);
-    for (bool misaligned : {false, true})
-      add_every_distribution(out, dt, misaligned ? dense - 1 : dense, {65, 257, 1024}, 32,
-                             {TopkImpl::fused, TopkImpl::automatic}, misaligned);
-  }
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (int64_t bytes : {16 * 1024, 32 * 1024}) {
+      const int64_t dense = bytes / (dt == DType::f32 ? 4 : 2);
+      for (bool misaligned : {false, true})
+        add_every_distribution(out, dt, misaligned ? dense - 1 : dense, {65, 257, 1024}, 32,
+                               {TopkImpl::fused, TopkImpl::automatic}, misaligned);
+    }
   return finish(out, true);
 }
 
