@@ -265,7 +265,7 @@ struct FusedCandidates {
   SoftmaxState state;
   const TopkKey* keys;  ///< null when the list overflowed, and for a NaN run
   unsigned count;
-  float listed_from;  ///< every logit of the run >= listed_from is listed (tau as a value)
+  float listed_from;  ///< a floor under the run's K-th logit, at or below every listed one (tau as a value)
 
   /// Writes the run's top-k, sorted, through write(rank, key) by block_write_topk_by_range_bins
   /// over the listed keys, with the rest of candidate_storage as its room, and returns true; or

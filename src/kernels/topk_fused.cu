@@ -4,13 +4,15 @@
 // (block_argmax.cuh); at 1 < K <= 64 on rows of 1K-512K tokens, K = 1's read with each thread's
 // largest key of every span of its elements, then the spans holding the winners read again
 // (block_span_topk.cuh, as split-k's chunks); at K > 64 on rows of at most 32 KB, candidates
-// from each thread's largest elements keyed with where they lie (block_slotted_seeds.cuh). No
-// workspace, no second launch.
+// from each thread's largest elements keyed with where they lie (block_slotted_seeds.cuh), and on
+// rows of 32-128 KB from the vectors whose maxima reach the K-th largest one's bin
+// (block_vector_maxima.cuh). No workspace, no second launch.
 #include "cuda_check.hpp"
 #include "kernels/block_argmax.cuh"
 #include "kernels/block_fused_topk.cuh"
 #include "kernels/block_slotted_seeds.cuh"
 #include "kernels/block_span_topk.cuh"
+#include "kernels/block_vector_maxima.cuh"
 #include "kernels/grid_dependency.cuh"
 #include "kernels/topk_launch.hpp"
 #include "kernels/type_dispatch.cuh"
@@ -62,6 +64,23 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm) topk_fused_s
   const RowSegment<T> row_run(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
   const FusedCandidates found = block_slotted_candidates(row_run, static_cast<unsigned>(problem.k), problem.k_exp,
                                                          candidate_storage, shared);
+  write_fused_top_k(problem, row, row_run, found, candidate_storage, shared);
+}
+
+/// K > 64 on rows of 32-128 KB (rows_take_vector_maxima): the candidates from one read of the row
+/// that keeps each vector's maximum and their histogram, and a re-read of the vectors whose maxima
+/// reach the K-th largest one's bin (block_vector_maxima.cuh).
+template <typename T>
+__global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
+    topk_fused_vector_maxima_kernel(TopkProblem problem, bool staged) {
+  extern __shared__ __align__(kDynamicSharedAlignment) RawVector candidate_storage[];
+  __shared__ FusedTopkShared shared;
+  enter_after_previous_grid();
+
+  const int64_t row = blockIdx.x;
+  const RowSegment<T> row_run(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
+  const FusedCandidates found = block_vector_maxima_candidates(row_run, static_cast<unsigned>(problem.k),
+                                                               problem.k_exp, staged, candidate_storage, shared);
   write_fused_top_k(problem, row, row_run, found, candidate_storage, shared);
 }
 
@@ -140,6 +159,20 @@ bool rows_take_slotted_seeds(const TopkProblem& problem) {
   return problem.k > 64 && problem.vocab * int64_t{sizeof(T)} <= kSlottedSeedsMaxRowBytes;
 }
 
+/// Whether the rows take vector maxima (topk_fused_vector_maxima_kernel) rather than the fused
+/// core: K > 64 on rows longer than slotted seeds take (so of at least 2048 vectors, 2K at K =
+/// 1024) and of at most kVectorMaximaMaxVectors vectors. Measured against the fused core (H100,
+/// one run of two rounds, llm logits, 8-8192 rows of 16000-50257 tokens): K = 256 fp32 1.09-1.32x
+/// (256 x 32000 23.05 -> 21.22 us, 8192 x 16000 422.0 -> 318.9), 16-bit 1.16-1.85x (1024 x 32000
+/// bf16 69.5 -> 53.8); K = 1024 fp32 1.02-1.16x (256 x 32000 27.50 -> 25.37), 16-bit 1.01-1.20x.
+/// At K = 1024 the stream's ~1.5 us of maxima, and the re-read and sort of ~1,400 vectors'
+/// candidates (~10 us at 256 rows), leave little of phase B's re-read saved.
+template <typename T>
+bool rows_take_vector_maxima(const TopkProblem& problem) {
+  return problem.k > 64 && problem.vocab * int64_t{sizeof(T)} > kSlottedSeedsMaxRowBytes &&
+         problem.vocab <= kVectorMaximaMaxVectors * kVectorWidth<T>;
+}
+
 }  // namespace
 
 void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,
@@ -171,6 +204,11 @@ void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, con
     if (rows_take_slotted_seeds<T>(problem)) {
       launch_with_dynamic_shared(kCandidateBytes, topk_fused_slotted_kernel<T>,
                                  dim3(static_cast<unsigned>(problem.rows)), block_launch, problem);
+      return;
+    }
+    if (rows_take_vector_maxima<T>(problem)) {
+      launch_with_stream_stage_after(kCandidateBytes, topk_fused_vector_maxima_kernel<T>,
+                                     dim3(static_cast<unsigned>(problem.rows)), block_launch, device, problem);
       return;
     }
     with_fused_core_shape<FusedRuns::rows, T>(

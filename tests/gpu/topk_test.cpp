@@ -11,8 +11,8 @@
 //   WarpRow/   the edges of the warp-per-row kernel (rows of at most 32 KB, K <= 64)
 //   SortedRow/ the whole-row sort (V <= 1024, K > 64) and its edge
 //   Sanitize/  a small cross-section for compute-sanitizer (scripts/gpu-check: '*Sanitize*')
-// plus the five exactness-guard tests (TopkAllWinnersInOneThreadStride, TopkAllEqualRows,
-// TopkTiedBin, TopkSlottedSeeds, TopkSpanRows),
+// plus the six exactness-guard tests (TopkAllWinnersInOneThreadStride, TopkAllEqualRows,
+// TopkTiedBin, TopkSlottedSeeds, TopkSpanRows, TopkVectorMaxima),
 // properties against the GPU softmax (gather), log-probs, temperature, workspace checks.
 // The case description, the input/oracle caches and check_case() live in common/topk_check.hpp;
 // split-k's own matrix (V up to 2^26, rows {1, 2, 3, 7}) is topk_split_k_test.cpp.
@@ -255,7 +255,8 @@ std::vector<TopkCase> sorted_row_cases() {
 // auto: the floor from the thread maxima names many threads); and rows of 8192 at K = 50, which
 // forced fused gives a warp each (32 KB of fp32) and auto a block each (spans); and misaligned
 // rows of 8191 at K = 256 with 64 winners side by side (fp32: slotted seeds at four vectors a
-// thread).
+// thread); and K = 1024 on misaligned rows of 32000 (vector maxima: fp32 rows of 128 KB) and of
+// 16385 with 1024 winners side by side (the K-th largest vector maximum in the background).
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   struct Small { int64_t V, rows; int32_t k; Dist dist; int64_t stride, count; Layout layout; };
@@ -280,7 +281,9 @@ std::vector<TopkCase> sanitize_cases() {
                            Small{4095, 2, 1024, Dist::adversarial_stride, 1, 32, {4100, 3}},
                            Small{4095, 2, 64, Dist::adversarial_stride, 1, 64, {4100, 3}},
                            Small{8192, 3, 50, Dist::llm_like, 256, 50, {}},
-                           Small{8191, 2, 256, Dist::adversarial_stride, 1, 64, {8196, 3}}})
+                           Small{8191, 2, 256, Dist::adversarial_stride, 1, 64, {8196, 3}},
+                           Small{32000, 2, 1024, Dist::llm_like, 256, 1024, {32003, 1}},
+                           Small{16385, 2, 1024, Dist::adversarial_stride, 1, 1024, {16390, 3}}})
       for (TopkImpl impl : kAllTopkImpls) {
         TopkCase c = topk_case(impl, dt, s.V, s.rows, s.k, s.dist);
         c.params.stride = s.stride;
@@ -497,6 +500,36 @@ std::vector<TopkCase> span_row_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Guard, TopkSpanRows, ::testing::ValuesIn(span_row_cases()), param_name);
+
+// Exactness guard (6): the vector maxima of rows of 32-128 KB at K > 64 (block_vector_maxima.cuh).
+// The cut is the bin of the K-th largest maximum of the rows' 16-byte vectors, and only the
+// vectors reaching it are read again. Every distribution at K = 65, 257 and 1024, fp32, bf16 and
+// fp16, on misaligned rows one token past 32 KB (the first that take them: edge elements outside
+// the vectors) and on rows of 8192 vectors (the most), dense and misaligned; adversarial rows put
+// 1024 winners side by side, four or eight a vector, so that the K-th largest vector maximum lies
+// among them or, at K = 1024, in the background, whose vectors are then read again too; or one
+// thread's stride apart, a vector each; tied or not. Constant rows put every vector in the cut's
+// bin: the list overflows, and the row is selected whole.
+
+class TopkVectorMaxima : public GpuTestWithParam<TopkCase> {};
+
+TEST_P(TopkVectorMaxima, IsExact) { check_case(GetParam(), stream()); }
+
+std::vector<TopkCase> vector_maxima_cases() {
+  std::vector<TopkCase> out;
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+    const int64_t width = dt == DType::f32 ? 4 : 8;
+    const int64_t past_32k = 32 * 1024 / (16 / width) + 1;
+    const int64_t most = 8192 * width;
+    add_every_distribution(out, dt, past_32k, {65, 257, 1024}, 1024, {TopkImpl::fused, TopkImpl::automatic}, true);
+    for (bool misaligned : {false, true})
+      add_every_distribution(out, dt, most, {65, 257, 1024}, 1024, {TopkImpl::fused, TopkImpl::automatic},
+                             misaligned);
+  }
+  return finish(out, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Guard, TopkVectorMaxima, ::testing::ValuesIn(vector_maxima_cases()), param_name);
 
 // ---------------------------------------------------------------------------------------------
 // Properties against the GPU softmax and between options, independent of the CPU oracle:
