@@ -17,7 +17,10 @@ namespace softk {
 ///                  bound-and-list scheme, sorted in registers, exact); under `automatic` past
 ///                  two rows an SM, and in smaller batches where a warp's row is as quick
 ///                  as a block's (at most 1024 tokens; at K = 1, 8 KB). Rows of at most 1024
-///                  tokens at K > 64 are sorted whole by a block in shared memory, at any batch.
+///                  tokens at K > 64 are sorted whole by a block in shared memory, at any batch;
+///                  longer rows of up to 128 KB at K > 64 take their candidates from one read
+///                  (each thread's largest logits up to 32 KB, each 16-byte vector's maximum
+///                  past it) and a re-read of the few places that hold the winners.
 ///  - radix_select: any K; radix-selects the K-th key of each row, gathers the winners and
 ///                  sorts them (CUB segmented sort). Slower, exact, the path for K > 1024.
 ///  - split_k:      few rows, long rows: each row is cut into chunks, one block each, and
