@@ -1,5 +1,5 @@
 // The fused core for rows of 32-128 KB at K > 64 (rows_take_vector_maxima, topk_fused.cu), in one
-// read of the row from DRAM and a re-read of ~K of its 16-byte vectors:
+// read of the row from DRAM and a re-read of the few 16-byte vectors that can hold its winners:
 //  1. The row is streamed as K = 1's stream (block_argmax.cuh): folded into (m, d), each body
 //     vector's maximum stored in shared memory (its order bits, key_value_bits) and counted in a
 //     histogram of their top 12 bits (block_bin_threshold.cuh).

@@ -37,34 +37,39 @@ __device__ __forceinline__ void write_fused_top_k(const TopkProblem& problem, in
   for (unsigned j = threadIdx.x; j < k; j += kFusedThreads) write(j, sorted[j]);
 }
 
-template <typename T, int LA, bool kListsVectors, bool kSeedsFromVectors>
-__global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
-    topk_fused_kernel(TopkProblem problem, FusedCoreShape shape) {
+/// A kernel of a block per row whose candidates come from `core` (core(row_run, candidate_storage,
+/// shared): FusedCandidates, candidate_storage being the kernel's dynamic shared memory), written
+/// by write_fused_top_k.
+template <typename T, typename Core>
+__device__ __forceinline__ void fused_row_top_k(const TopkProblem& problem, Core&& core) {
   extern __shared__ __align__(kDynamicSharedAlignment) RawVector candidate_storage[];
   __shared__ FusedTopkShared shared;
   enter_after_previous_grid();
 
   const int64_t row = blockIdx.x;
-  const auto k = static_cast<unsigned>(problem.k);
   const RowSegment<T> row_run(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
-  const FusedCandidates found = block_fused_candidates<FusedRuns::rows, T, LA, kListsVectors, kSeedsFromVectors>(
-      row_run.data, 0, problem.vocab, k, problem.k_exp, shape, candidate_storage, shared);
+  const FusedCandidates found = core(row_run, static_cast<void*>(candidate_storage), shared);
   write_fused_top_k(problem, row, row_run, found, candidate_storage, shared);
+}
+
+template <typename T, int LA, bool kListsVectors, bool kSeedsFromVectors>
+__global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
+    topk_fused_kernel(TopkProblem problem, FusedCoreShape shape) {
+  fused_row_top_k<T>(problem, [&](const RowSegment<T>& row_run, void* candidate_storage, FusedTopkShared& shared) {
+    return block_fused_candidates<FusedRuns::rows, T, LA, kListsVectors, kSeedsFromVectors>(
+        row_run.data, 0, problem.vocab, static_cast<unsigned>(problem.k), problem.k_exp, shape, candidate_storage,
+        shared);
+  });
 }
 
 /// K > 64 on rows of at most 32 KB (rows_take_slotted_seeds): the candidates in one read of the row,
 /// by each thread's largest elements keyed with where they lie (block_slotted_seeds.cuh).
 template <typename T>
 __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm) topk_fused_slotted_kernel(TopkProblem problem) {
-  extern __shared__ __align__(kDynamicSharedAlignment) RawVector candidate_storage[];
-  __shared__ FusedTopkShared shared;
-  enter_after_previous_grid();
-
-  const int64_t row = blockIdx.x;
-  const RowSegment<T> row_run(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
-  const FusedCandidates found = block_slotted_candidates(row_run, static_cast<unsigned>(problem.k), problem.k_exp,
-                                                         candidate_storage, shared);
-  write_fused_top_k(problem, row, row_run, found, candidate_storage, shared);
+  fused_row_top_k<T>(problem, [&](const RowSegment<T>& row_run, void* candidate_storage, FusedTopkShared& shared) {
+    return block_slotted_candidates(row_run, static_cast<unsigned>(problem.k), problem.k_exp, candidate_storage,
+                                    shared);
+  });
 }
 
 /// K > 64 on rows of 32-128 KB (rows_take_vector_maxima): the candidates from one read of the row
@@ -73,15 +78,10 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm) topk_fused_s
 template <typename T>
 __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
     topk_fused_vector_maxima_kernel(TopkProblem problem, bool staged) {
-  extern __shared__ __align__(kDynamicSharedAlignment) RawVector candidate_storage[];
-  __shared__ FusedTopkShared shared;
-  enter_after_previous_grid();
-
-  const int64_t row = blockIdx.x;
-  const RowSegment<T> row_run(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
-  const FusedCandidates found = block_vector_maxima_candidates(row_run, static_cast<unsigned>(problem.k),
-                                                               problem.k_exp, staged, candidate_storage, shared);
-  write_fused_top_k(problem, row, row_run, found, candidate_storage, shared);
+  fused_row_top_k<T>(problem, [&](const RowSegment<T>& row_run, void* candidate_storage, FusedTopkShared& shared) {
+    return block_vector_maxima_candidates(row_run, static_cast<unsigned>(problem.k), problem.k_exp, staged,
+                                          candidate_storage, shared);
+  });
 }
 
 /// 1 < K <= kMaxSpanTopK on rows that take spans (rows_take_spans): a row's (m, d) and each
