@@ -60,7 +60,6 @@ __device__ __forceinline__ VectorMaxima& vector_maxima() {
 /// Stores the order bits of each body vector's maximum at vector_maxima().bits[v] and counts
 /// them in its histogram; edge elements, which lie outside the vectors, are left to the re-read.
 /// A fold_with_argmax recorder.
-template <typename T>
 struct VectorMaximaRecorder {
   int head;  ///< the row's head: body vector v starts at offset head + v W
 
@@ -92,7 +91,7 @@ __device__ FusedCandidates block_vector_maxima_candidates(const RowSegment<T>& r
   __syncthreads();  // the histogram is clear before the first add
   SoftmaxState state = empty_state();
   RawVector* stage = static_cast<RawVector*>(candidate_storage) + kCandidateBytes / sizeof(RawVector);
-  VectorMaximaRecorder<T> recorder{row.head};
+  VectorMaximaRecorder recorder{row.head};
   fold_with_argmax<kThreads>(row, k_exp, staged, stage, state, recorder);
   // threshold() starts with a barrier: every maximum is stored and counted.
   const uint32_t cut = static_cast<uint32_t>(bin_floor_key(maxima.histogram.threshold(k).bin) >> 32);
