@@ -4,9 +4,9 @@
 //     vector's maximum stored in shared memory (its order bits, key_value_bits) and counted in a
 //     histogram of their top 12 bits (block_bin_threshold.cuh).
 //  2. The histogram's bin of the K-th largest maximum gives `cut`, that bin's floor.
-//  3. Each thread reads again (from L2, which holds the row just streamed) those of its vectors
-//     whose maxima reach the cut, and lists their elements at or above it as keys; the row's
-//     edge elements (outside its vectors) too.
+//  3. The vectors whose maxima reach the cut are numbered and dealt evenly to the threads, which
+//     read them again (from L2, which holds the row just streamed) and list their elements at or
+//     above the cut as keys; the row's edge elements (outside its vectors) too.
 // The caller selects the sorted top-K from the list as from the fused core's (write_fused_top_k).
 //
 // Why: on such rows at K = 1024 the fused core (block_fused_topk.cuh) reads the whole row in
@@ -43,14 +43,21 @@ namespace softk::kernels {
 constexpr int kVectorMaximaMaxTurns = 16;
 constexpr int64_t kVectorMaximaMaxVectors = int64_t{kVectorMaximaMaxTurns} * kFusedThreads;
 
+/// The most vectors reaching the cut that are read again; past it the row is read whole instead.
+/// Each gives the list one key or more, so more would overflow it anyway.
+constexpr unsigned kVectorMaximaMaxReread = 6144;
+
 /// The vector maxima's order bits, then their histogram: the first bytes of the kernel's dynamic
 /// shared memory, the candidate list's (the keys overwrite them once the cut is found). Named
-/// here rather than held, as pointers would be, in registers of the stream.
+/// here rather than held, as pointers would be, in registers of the stream. The numbers of the
+/// vectors to read again fill the list's last bytes, which the keys are not given.
 struct VectorMaxima {
   uint32_t bits[kVectorMaximaMaxVectors];
   BinHistogram<kFusedThreads> histogram;
 };
-static_assert(sizeof(VectorMaxima) <= kCandidateBytes, "in the candidate list's room");
+constexpr std::size_t kRereadBytes = kVectorMaximaMaxReread * sizeof(uint16_t);
+static_assert(sizeof(VectorMaxima) <= kCandidateBytes - kRereadBytes, "beside the numbers of vectors read again");
+static_assert(kVectorMaximaMaxVectors <= 65536, "vector numbers in 16 bits");
 
 __device__ __forceinline__ VectorMaxima& vector_maxima() {
   extern __shared__ __align__(kDynamicSharedAlignment) RawVector dynamic_shared[];
@@ -95,40 +102,57 @@ __device__ FusedCandidates block_vector_maxima_candidates(const RowSegment<T>& r
   fold_with_argmax<kThreads>(row, k_exp, staged, stage, state, recorder);
   // threshold() starts with a barrier: every maximum is stored and counted.
   const uint32_t cut = static_cast<uint32_t>(bin_floor_key(maxima.histogram.threshold(k).bin) >> 32);
-  // A thread's vectors reaching the cut, as a mask of its turns: their loads then go at once.
+  // The vectors reaching the cut, numbered in thread order: a thread's own ones from `first`.
+  // Spread evenly over the threads, their loads go in one round where a thread's own vectors
+  // took up to three (each an L2 round trip, ~6,600 cycles in all with the listing: 128 x 32000
+  // fp32, K = 1024, H100).
   unsigned turns = 0;
 #pragma unroll
   for (int turn = 0; turn < kVectorMaximaMaxTurns; ++turn) {
     const uint32_t v = threadIdx.x + turn * kThreads;
     if (v < row.body_vectors && maxima.bits[v] >= cut) turns |= 1u << turn;
   }
-  // block_reduce starts with a barrier: every maximum is read before a key overwrites it.
-  const SoftmaxState total = block_reduce<kThreads / 32>(state, k_exp, shared.scratch);
+  unsigned first = block_exclusive_sum(__popc(turns), maxima.histogram.warp_totals);
+  unsigned reread = 0;  // the block's count
+#pragma unroll
+  for (int w = 0; w < kThreads / 32; ++w) reread += maxima.histogram.warp_totals[w];
+  auto* numbers = reinterpret_cast<uint16_t*>(static_cast<char*>(candidate_storage) + kCandidateBytes - kRereadBytes);
+  for (; turns != 0 && first < kVectorMaximaMaxReread; turns &= turns - 1)
+    numbers[first++] = static_cast<uint16_t>(threadIdx.x + (__ffs(turns) - 1) * kThreads);
   const float threshold = key_threshold(TopkKey{cut} << 32);
-  if (status_of(total) == RowStatus::has_nan) return {total, nullptr, 0, threshold};  // block-uniform
+  __syncthreads();  // every number written (and every maximum read before a key overwrites it)
 
-  const CandidateList list{static_cast<TopkKey*>(candidate_storage), &shared.candidate_count,
-                           static_cast<unsigned>(kCandidateBytes / sizeof(TopkKey)), threshold};
   constexpr int kInFlight = 4;
-  while (turns != 0) {
-    RawVector raw[kInFlight];
-    int64_t vector[kInFlight];
+  RawVector raw[kInFlight];
+  const auto load_round = [&](unsigned from) {
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
-      vector[u] = -1;
-      if (turns == 0) continue;
-      vector[u] = threadIdx.x + int64_t{__ffs(turns) - 1} * kThreads;
-      turns &= turns - 1;
-      raw[u] = load_vector(row.body() + vector[u]);
+      const unsigned i = from + u * kThreads + threadIdx.x;
+      if (i < reread) raw[u] = load_vector(row.body() + numbers[i]);
     }
+  };
+  const CandidateList list{static_cast<TopkKey*>(candidate_storage), &shared.candidate_count,
+                           static_cast<unsigned>((kCandidateBytes - kRereadBytes) / sizeof(TopkKey)), threshold};
+  const auto list_round = [&](unsigned from) {
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
-      if (vector[u] < 0) continue;
+      const unsigned i = from + u * kThreads + threadIdx.x;
+      if (i >= reread) continue;
       ElementGroup<1, RowSegment<T>::kWidth> group;
       fill_runs<T>(group, &raw[u]);
-      group.offset[0] = row.body_offset(vector[u]);
+      group.offset[0] = row.body_offset(numbers[i]);
       list.offer(group, row.first_index);
     }
+  };
+  if (reread > kVectorMaximaMaxReread) return {block_reduce<kThreads / 32>(state, k_exp, shared.scratch), nullptr, 0,
+                                                threshold};  // block-uniform: the list would overflow
+  load_round(0);  // block_reduce's shuffles and barriers go while the loads are in flight
+  const SoftmaxState total = block_reduce<kThreads / 32>(state, k_exp, shared.scratch);
+  if (status_of(total) == RowStatus::has_nan) return {total, nullptr, 0, threshold};  // block-uniform
+  list_round(0);
+  for (unsigned from = kInFlight * kThreads; from < reread; from += kInFlight * kThreads) {
+    load_round(from);
+    list_round(from);
   }
   visit_edges(row, threadIdx.x, kThreads, [&](const auto& group) { list.offer(group, row.first_index); });
   __syncthreads();

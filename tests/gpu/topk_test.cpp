@@ -509,9 +509,13 @@ INSTANTIATE_TEST_SUITE_P(Guard, TopkSpanRows, ::testing::ValuesIn(span_row_cases
 // 1024 winners side by side, four or eight a vector, so that the K-th largest vector maximum lies
 // among them or, at K = 1024, in the background, whose vectors are then read again too; or one
 // thread's stride apart, a vector each; tied or not. Constant rows put every vector in the cut's
-// bin: the list overflows, and the row is selected whole.
+// bin: too many to read again, and the row is selected whole. 5000 winners a vector each, tied,
+// put 5000 vectors in the cut's bin: read again in three rounds of the block's loads (2048
+// vectors a round), and listed (untied, ~1,250 vectors: one round).
 
 class TopkVectorMaxima : public GpuTestWithParam<TopkCase> {};
+
+constexpr int64_t kManyReread = 5000;
 
 TEST_P(TopkVectorMaxima, IsExact) { check_case(GetParam(), stream()); }
 
@@ -525,6 +529,10 @@ std::vector<TopkCase> vector_maxima_cases() {
     for (bool misaligned : {false, true})
       add_every_distribution(out, dt, most, {65, 257, 1024}, 1024, {TopkImpl::fused, TopkImpl::automatic},
                              misaligned);
+    for (int32_t k : {65, 1024})
+      for (bool tied : {false, true})
+        for (TopkImpl impl : {TopkImpl::fused, TopkImpl::automatic})
+          out.push_back(stride_winners_case(impl, dt, most, k, width, kManyReread, tied));
   }
   return finish(out, true);
 }
