@@ -509,9 +509,9 @@ INSTANTIATE_TEST_SUITE_P(Guard, TopkSpanRows, ::testing::ValuesIn(span_row_cases
 // 1024 winners side by side, four or eight a vector, so that the K-th largest vector maximum lies
 // among them or, at K = 1024, in the background, whose vectors are then read again too; or one
 // thread's stride apart, a vector each; tied or not. Constant rows put every vector in the cut's
-// bin: too many to read again, and the row is selected whole. 5000 winners a vector each, tied,
-// put 5000 vectors in the cut's bin: read again in three rounds of the block's loads (2048
-// vectors a round), and listed (untied, ~1,250 vectors: one round).
+// bin: too many to read again (8192 vectors) or to list (2048), and the row is selected whole.
+// 5000 winners a vector each, tied, put 5000 vectors in the cut's bin: read again in three rounds
+// of the block's loads (2048 vectors a round), and listed (untied, ~1,250 vectors: one round).
 
 class TopkVectorMaxima : public GpuTestWithParam<TopkCase> {};
 
