@@ -37,4 +37,15 @@ __device__ __forceinline__ unsigned block_exclusive_sum(unsigned value, unsigned
   return below;
 }
 
+/// The sum of `value` over all kWarps warps of the block, read from the warp_totals that
+/// block_exclusive_sum(value, warp_totals) left (after it, before they are written again): the
+/// same in every thread, with no second barrier.
+template <int kWarps>
+__device__ __forceinline__ unsigned block_total_after_exclusive_sum(const unsigned* warp_totals) {
+  unsigned total = 0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) total += warp_totals[w];
+  return total;
+}
+
 }  // namespace softk::kernels

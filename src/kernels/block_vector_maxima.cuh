@@ -113,9 +113,7 @@ __device__ FusedCandidates block_vector_maxima_candidates(const RowSegment<T>& r
     if (v < row.body_vectors && maxima.bits[v] >= cut) turns |= 1u << turn;
   }
   unsigned first = block_exclusive_sum(__popc(turns), maxima.histogram.warp_totals);
-  unsigned reread = 0;  // the block's count
-#pragma unroll
-  for (int w = 0; w < kThreads / 32; ++w) reread += maxima.histogram.warp_totals[w];
+  const unsigned reread = block_total_after_exclusive_sum<kThreads / 32>(maxima.histogram.warp_totals);
   auto* numbers = reinterpret_cast<uint16_t*>(static_cast<char*>(candidate_storage) + kCandidateBytes - kRereadBytes);
   for (; turns != 0 && first < kVectorMaximaMaxReread; turns &= turns - 1)
     numbers[first++] = static_cast<uint16_t>(threadIdx.x + (__ffs(turns) - 1) * kThreads);
