@@ -5,9 +5,11 @@
 // implements as MEMBAR.ALL.GPU before the arrive (every memory operation of the thread, global
 // ones included, made visible GPU-wide) and an L1 invalidation after the wait: ~660 cycles a
 // barrier of 16 CTAs of 512 threads, where a barrier with no memory ordering takes ~270 (H200,
-// back-to-back rounds of write, barrier, remote read; 2026-11-22). Two cheaper forms:
+// back-to-back rounds of write, barrier, remote read; 2026-11-22). Three cheaper forms:
 //  - cluster_sync_shared(): the barrier for shared memory each CTA wrote itself and others read
 //    after it. Its fences order shared memory alone (MEMBAR.ALL.CTA): ~390 cycles.
+//  - cluster_arrive_relaxed() and cluster_wait(): a barrier that orders no memory, which a CTA
+//    whose shared memory others read takes before it exits.
 //  - ClusterMailbox: data sent into another CTA's shared memory with st.async, whose bytes that
 //    CTA's mbarrier counts. Only the receiver waits, and only for its own mail: no barrier.
 // Neither keeps a CTA alive for others: a CTA whose shared memory others still read or write
@@ -84,6 +86,21 @@ __device__ __forceinline__ void cluster_sync_shared() {
       "fence.acquire.sync_restrict::shared::cluster.cluster;\n" ::
           : "memory");
 }
+
+/// The halves of a cluster barrier that orders no memory (~270 cycles where cluster.sync() takes
+/// ~660): for keeping a CTA's shared memory alive until every other CTA's remote reads of it are
+/// done. A read is done once its value has been used, which each reader's arithmetic or stores do
+/// before it arrives. Nothing waits for the CTA's writes to global memory, as cluster.sync()'s
+/// MEMBAR.ALL.GPU does where a CTA has just written its share of the row, and between the halves a
+/// CTA may do work of its own (the leader of the K = 1 kernel writes the row). In place of the
+/// cluster.sync() before each top-k cluster kernel exits: K = 1 1.02-1.09x, K = 256 and 1024
+/// 1.03-1.07x, K = 50 (no such barrier) 1.00x (rows 1 and 8 of 32000 and 128256, H100, one run
+/// of two rounds; 8 x 32000 f32 K = 1024 8.82 -> 8.41 us). Every thread of every CTA must call
+/// both, as for cluster.sync().
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
 
 /// Stores `value` at `to` in CTA `rank`'s shared memory (`to`, 16-byte aligned, and `mailbox` as
 /// laid out in this CTA's) and counts its 16 bytes in that CTA's `mailbox`. No completion is

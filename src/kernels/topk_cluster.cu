@@ -798,12 +798,12 @@ __device__ void finish_across_cluster(const cg::cluster_group& cluster, ClusterS
     cluster.map_shared_rank(s.run_lengths, threadIdx.x)[cluster.block_rank()] = count;
   cluster.sync();  // every CTA's run sorted, and every length in every CTA
   copy_runs(cluster, s);
-  auto copied = cluster.barrier_arrive();  // this thread reads no other CTA's shared memory after this
-  __syncthreads();                         // the row's candidates all in candidates.row
+  cluster_arrive_relaxed();  // this thread reads no other CTA's shared memory after this
+  __syncthreads();           // the row's candidates all in candidates.row
   const Normalizer normalizer = s.row_normalizer;
   write_ranked_slice(cluster, candidates, problem, row, normalizer);
   if (cluster.block_rank() == 0) write_row_status(problem, row, normalizer);
-  cluster.barrier_wait(std::move(copied));  // no CTA exits while another still copies its run
+  cluster_wait();  // no CTA exits while another still copies its run
 }
 
 /// Step 4 for more candidates, where the threshold came at the first level: every CTA sends its
@@ -874,7 +874,8 @@ __device__ void finish_in_buckets(const cg::cluster_group& cluster, ClusterShare
   // No CTA exits while another may still read its count. (A split arrive before the sort, as in
   // finish_across_cluster, had compute-sanitizer racecheck report the remote key stores against
   // the sort's reads, ordered though they are by the barrier before it.)
-  cluster.sync();
+  cluster_arrive_relaxed();
+  cluster_wait();
 }
 
 #endif  // sm_90+
@@ -995,10 +996,9 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     for (int i = 1; i < kStatesPerLane; ++i) best = max(best, keys[i]);
     best = warp_max(best);
   }
-  cluster.sync();  // the leader's remote reads done: no CTA's shared memory is read after this
-  if (rank != 0 || threadIdx.x != 0) return;
-
-  write_argmax_row(problem, row, row_state, best);
+  cluster_arrive_relaxed();  // the leader's remote reads done: no CTA's shared memory is read after this
+  if (rank == 0 && threadIdx.x == 0) write_argmax_row(problem, row, row_state, best);
+  cluster_wait();
 #endif
 }
 

@@ -351,6 +351,7 @@ std::vector<TopkCase> sanitize_cases() {
   one(TopkImpl::split_k, DType::f32, 128256, 2, 1024, Dist::llm_like, Layout{0, 1});
   one(TopkImpl::split_k, DType::bf16, 151936, 1, 1024, Dist::ascending, {});
   one(TopkImpl::split_k, DType::f32, 128256, 8, 1024, Dist::llm_like, {});
+  one(TopkImpl::split_k, DType::f32, 32000, 4, 256, Dist::llm_like, {});  // ranked across the cluster
   one(TopkImpl::automatic, DType::bf16, 32000, 128, 50, Dist::llm_like, Layout{0, 1});
   one(TopkImpl::automatic, DType::f32, 32000, 64, 1024, Dist::llm_like, {});
   return finish(out, true);
