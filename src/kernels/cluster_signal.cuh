@@ -12,9 +12,10 @@
 //    whose shared memory others read takes before it exits.
 //  - ClusterMailbox: data sent into another CTA's shared memory with st.async, whose bytes that
 //    CTA's mbarrier counts. Only the receiver waits, and only for its own mail: no barrier.
-// Neither keeps a CTA alive for others: a CTA whose shared memory others still read or write
-// may exit only after a barrier with them (compute-sanitizer's racecheck, too, knows no other
-// way: remote atomics answered by a mailbox read to it as touching a CTA that may have exited).
+// The first and the last keep no CTA alive for others: a CTA whose shared memory others still
+// read or write may exit only after a barrier with them (compute-sanitizer's racecheck, too,
+// knows no other way: remote atomics answered by a mailbox read to it as touching a CTA that
+// may have exited).
 #pragma once
 
 #include <cstdint>
@@ -89,14 +90,15 @@ __device__ __forceinline__ void cluster_sync_shared() {
 
 /// The halves of a cluster barrier that orders no memory (~270 cycles where cluster.sync() takes
 /// ~660): for keeping a CTA's shared memory alive until every other CTA's remote reads of it are
-/// done. A read is done once its value has been used, which each reader's arithmetic or stores do
-/// before it arrives. Nothing waits for the CTA's writes to global memory, as cluster.sync()'s
-/// MEMBAR.ALL.GPU does where a CTA has just written its share of the row, and between the halves a
-/// CTA may do work of its own (the leader of the K = 1 kernel writes the row). In place of the
-/// cluster.sync() before each top-k cluster kernel exits: K = 1 1.02-1.09x, K = 256 and 1024
-/// 1.03-1.07x, K = 50 (no such barrier) 1.00x (rows 1 and 8 of 32000 and 128256, H100, one run
-/// of two rounds; 8 x 32000 f32 K = 1024 8.82 -> 8.41 us). Every thread of every CTA must call
-/// both, as for cluster.sync().
+/// done. A read is done once an instruction has used its value, so every remote read must feed a
+/// store (to shared or global memory, which no compiler moves past the arrive, and which cannot
+/// issue before its data has arrived) before the reader arrives; a value used only in registers
+/// could still be in flight. Nothing waits for the CTA's writes to global memory, as
+/// cluster.sync()'s MEMBAR.ALL.GPU does where a CTA has just written its share of the row, and
+/// between the halves a CTA may do work of its own. In place of the cluster.sync() before each
+/// top-k cluster kernel exits: K = 1 1.02-1.09x, K = 256 and 1024 1.03-1.07x, K = 50 (no such
+/// barrier) 1.00x (rows 1 and 8 of 32000 and 128256, H100, one run of two rounds; 8 x 32000 f32
+/// K = 1024 8.82 -> 8.41 us). Every thread of every CTA must call both, as for cluster.sync().
 __device__ __forceinline__ void cluster_arrive_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
 }
