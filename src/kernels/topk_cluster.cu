@@ -37,6 +37,12 @@
 // needs is issued before any is used. K = 1 (greedy decoding) needs no threshold and takes a
 // kernel of its own: step 1 without the counts, then the leader merges every warp's largest key
 // and (m, d).
+//
+// Where the steps live: the CTA's shared layout in cluster_shared.cuh, step 1's held chunk in
+// cluster_chunk.cuh, steps 2-3 in cluster_threshold.cuh, step 4's finishes in
+// cluster_finish_at_leader.cuh, cluster_finish_in_buckets.cuh and cluster_finish_across.cuh (what
+// they share in cluster_finish.cuh), the barriers in cluster_signal.cuh. This file holds the two
+// kernels, the plans (how many CTAs a row, what a thread holds) and the launch.
 #include <cooperative_groups.h>
 
 #include <algorithm>
