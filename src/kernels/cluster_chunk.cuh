@@ -36,6 +36,7 @@ struct ClusterTopkPlan {
   /// ClusterLimits::spread_bytes where the clusters spread one CTA an SM, else 0.
   std::size_t shared_bytes;
   unsigned leader_sort_max;  ///< the most candidates the leader sorts alone (finish_at_leader)
+  bool bounded = false;      ///< K > 1 runs topk_cluster_bounded_kernel (cluster_bounded.cuh)
 };
 
 /// A top-k kernel's ClusterShared lies at the start of its dynamic shared memory (past the 48 KB
@@ -174,11 +175,12 @@ __device__ __forceinline__ void for_each_held_key_at_least(const Chunk& held, To
   });
 }
 
-/// The same for a chunk in shared memory: its 33-64 elements a thread make the scan
-/// instruction-bound, so an element forms its key only once its value reaches the prefix's (a
-/// necessary condition: key_threshold), a few percent of them.
-template <typename T, typename Visit>
-__device__ __forceinline__ void for_each_held_key_at_least(const SharedChunk<T>& held, TopkKey prefix, Visit&& visit) {
+/// The same, where an element forms its key only once its value reaches the prefix's (a
+/// necessary condition: key_threshold), a few percent of them: for scans that are
+/// instruction-bound (a shared-memory chunk's 33-64 elements a thread) or on the path every CTA
+/// waits on (topk_cluster_bounded_kernel).
+template <typename Chunk, typename Visit>
+__device__ __forceinline__ void for_each_held_key_at_least_by_value(const Chunk& held, TopkKey prefix, Visit&& visit) {
   const float floor = key_threshold(prefix);
   held.for_each_group([&](const auto& group) {
     visit_elements(group, held.segment.first_index, [&](float x, int64_t index) {
@@ -188,6 +190,10 @@ __device__ __forceinline__ void for_each_held_key_at_least(const SharedChunk<T>&
       }
     });
   });
+}
+template <typename T, typename Visit>
+__device__ __forceinline__ void for_each_held_key_at_least(const SharedChunk<T>& held, TopkKey prefix, Visit&& visit) {
+  for_each_held_key_at_least_by_value(held, prefix, visit);
 }
 
 /// CTA `rank`'s chunk of `row`: plan.chunk_length tokens from rank x chunk_length, clipped to V

@@ -37,9 +37,11 @@ struct ClusterMailbox {
   uint64_t barrier;
 
   /// One thread of the owner, before the cluster barrier after which anyone may send.
-  /// cluster_sync_shared() suffices (the init fence is the one that barrier needs).
-  __device__ __forceinline__ void init() {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(shared_address(&barrier)) : "memory");
+  /// cluster_sync_shared() suffices (the init fence is the one that barrier needs). A phase
+  /// completes after `arrivals` arrivals (expect, arrive, or other CTAs' arrive_expecting) and
+  /// once every byte they announced has landed.
+  __device__ __forceinline__ void init(unsigned arrivals = 1) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(&barrier)), "r"(arrivals) : "memory");
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
 
@@ -104,16 +106,44 @@ __device__ __forceinline__ void cluster_arrive_relaxed() {
 }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
 
-/// Stores `value` at `to` in CTA `rank`'s shared memory (`to`, 16-byte aligned, and `mailbox` as
-/// laid out in this CTA's) and counts its 16 bytes in that CTA's `mailbox`. No completion is
+/// `local` (this CTA's shared memory) mapped to the same place in CTA `rank`'s, as
+/// shared::cluster operands take it.
+__device__ __forceinline__ uint32_t remote_shared_address(const void* local, unsigned rank) {
+  uint32_t remote;
+  asm("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(shared_address(local)), "r"(rank));
+  return remote;
+}
+
+/// Stores `value` at `to` in CTA `rank`'s shared memory (`to`, aligned to its size, and `mailbox`
+/// as laid out in this CTA's) and counts its bytes in that CTA's `mailbox`. No completion is
 /// awaited here. Not for the sender's own shared memory: refused in a cluster of one CTA.
 __device__ __forceinline__ void send(const uint4* to, uint4 value, const ClusterMailbox& mailbox, unsigned rank) {
-  uint32_t remote_to, remote_barrier;
-  asm("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote_to) : "r"(shared_address(to)), "r"(rank));
-  asm("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote_barrier) : "r"(shared_address(&mailbox.barrier)), "r"(rank));
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(
-                   remote_to),
-               "r"(value.x), "r"(value.y), "r"(value.z), "r"(value.w), "r"(remote_barrier)
+                   remote_shared_address(to, rank)),
+               "r"(value.x), "r"(value.y), "r"(value.z), "r"(value.w), "r"(remote_shared_address(&mailbox.barrier, rank))
+               : "memory");
+}
+__device__ __forceinline__ void send(const unsigned long long* to, unsigned long long value,
+                                     const ClusterMailbox& mailbox, unsigned rank) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b64 [%0], %1, [%2];\n" ::"r"(
+                   remote_shared_address(to, rank)),
+               "l"(value), "r"(remote_shared_address(&mailbox.barrier, rank))
+               : "memory");
+}
+__device__ __forceinline__ void send(const unsigned* to, unsigned value, const ClusterMailbox& mailbox, unsigned rank) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n" ::"r"(
+                   remote_shared_address(to, rank)),
+               "r"(value), "r"(remote_shared_address(&mailbox.barrier, rank))
+               : "memory");
+}
+
+/// One arrival at CTA `rank`'s `mailbox` (as laid out in this CTA's) that announces `bytes` more
+/// to land there: the sender's own count of what it sends, where the receiver cannot know it.
+/// Relaxed: what it announces is st.async's, which the bytes' count orders, not the arrival.
+__device__ __forceinline__ void arrive_expecting(const ClusterMailbox& mailbox, unsigned rank, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.relaxed.cluster.shared::cluster.b64 _, [%0], %1;\n" ::"r"(
+                   remote_shared_address(&mailbox.barrier, rank)),
+               "r"(bytes)
                : "memory");
 }
 

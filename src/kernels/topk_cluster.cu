@@ -32,6 +32,9 @@
 //     below K; a last barrier keeps each CTA's run until every CTA has copied it
 //     (finish_across_cluster). One CTA sorting ~1100 keys at K = 1024 was the long pole of the
 //     leader's form (the reason it stopped at K = 256 before); a CTA's share is ~1/16 of them.
+// Small batches at 1 < K <= 64 (kBoundedMaxBatchTokens) skip steps 2-4's agreement instead:
+// each CTA vouches for a lower bound of the row's K-th key from its warps' largest keys, and
+// every CTA mails its keys above the cluster's bound to the leader (cluster_bounded.cuh).
 // Two or three cluster barriers (two more a further level) and no workspace: nothing to zero,
 // nothing to launch in between. Each DSMEM round trip is ~200 ns, so every remote read a step
 // needs is issued before any is used. K = 1 (greedy decoding) needs no threshold and takes a
@@ -41,7 +44,8 @@
 // Where the steps live: the CTA's shared layout in cluster_shared.cuh, step 1's held chunk in
 // cluster_chunk.cuh, steps 2-3 in cluster_threshold.cuh, step 4's finishes in
 // cluster_finish_at_leader.cuh, cluster_finish_in_buckets.cuh and cluster_finish_across.cuh (what
-// they share in cluster_finish.cuh), the barriers in cluster_signal.cuh. This file holds the two
+// they share in cluster_finish.cuh), the bounded kernel's steps in cluster_bounded.cuh, the
+// barriers and mail in cluster_signal.cuh. This file holds the two
 // kernels, the plans (how many CTAs a row, what a thread holds) and the launch.
 #include <cooperative_groups.h>
 
@@ -54,6 +58,7 @@
 #include "kernels/block_argmax.cuh"
 #include "kernels/block_bin_threshold.cuh"
 #include "kernels/block_topk.cuh"
+#include "kernels/cluster_bounded.cuh"
 #include "kernels/cluster_chunk.cuh"
 #include "kernels/cluster_finish.cuh"
 #include "kernels/cluster_finish_across.cuh"
@@ -119,26 +124,59 @@ constexpr int32_t kMultiWaveClusterMaxK = 256;
 constexpr int64_t kClusterArgmaxMaxRowBytes = 768 * 1024;
 constexpr int64_t kEverySmArgmaxMaxRows = 1;
 
+/// Where a CTA sits: its row's cluster, its rank there (the leader's is 0) and its row.
+struct ClusterCta {
+  cg::cluster_group cluster;
+  unsigned rank;
+  bool leader;
+  int64_t row;
+};
+
+/// Every cluster kernel's first step: wait for the previous grid (programmatic launch), then
+/// find the CTA's place.
+__device__ __forceinline__ ClusterCta enter_row_cluster() {
+  enter_after_previous_grid();
+  const cg::cluster_group cluster = cg::this_cluster();
+  const unsigned rank = cluster.block_rank();
+  return {cluster, rank, rank == 0, static_cast<int64_t>(blockIdx.y)};
+}
+
+/// Step 1 without counts (the K = 1 and the bounded kernels): folds the CTA's chunk into (m, d)
+/// and its largest key a warp, stored at warp_states and warp_best (this CTA's, kClusterWarps
+/// each) for a barrier to publish.
+template <typename Chunk>
+__device__ __forceinline__ void fold_largest_a_warp(const Chunk& held, float k_exp, SoftmaxState* warp_states,
+                                                    TopkKey* warp_best) {
+  SoftmaxState state = empty_state();
+  RunningArgmax argmax;
+  held.for_each_group([&](const auto& group) {
+    accumulate(state, group, k_exp);
+    argmax.offer(group, held.segment.first_index);
+  });
+  state = warp_reduce(state, k_exp);
+  const TopkKey best = warp_max(argmax.best);
+  if (threadIdx.x % 32 == 0) {
+    warp_states[threadIdx.x / 32] = state;
+    warp_best[threadIdx.x / 32] = best;
+  }
+}
+
 /// Steps 1-4 for K > 1. kBucketSort: built with finish_in_buckets, for K > kLeaderSortMaxCandidates.
 template <typename T, int kVectors, bool kBucketSort>
 __global__ void __launch_bounds__(kClusterThreads, 1)
     topk_cluster_kernel(TopkProblem problem, ClusterTopkPlan plan) {
 #if __CUDA_ARCH__ >= 900
   ClusterShared& s = cluster_shared();
-  enter_after_previous_grid();
-  const cg::cluster_group cluster = cg::this_cluster();
-  const unsigned rank = cluster.block_rank();
-  const bool leader = rank == 0;
-  const int64_t row = blockIdx.y;
+  const ClusterCta cta = enter_row_cluster();
   const auto k = static_cast<unsigned>(problem.k);
 
-  const HeldChunk<T, kVectors> held = hold_chunk<T, kVectors>(problem, plan, row, rank);
+  const HeldChunk<T, kVectors> held = hold_chunk<T, kVectors>(problem, plan, cta.row, cta.rank);
 
   s.counting.local.clear();
   if (threadIdx.x == 0) {
     s.gathered = s.staged = 0;
     s.decision_mail.init();
-    if (!leader) s.decision_mail.expect(kDecisionBytes<kBucketSort>);
+    if (!cta.leader) s.decision_mail.expect(kDecisionBytes<kBucketSort>);
   }
   if (kBucketSort && threadIdx.x < kLargeCluster) s.bucket_sizes[threadIdx.x] = 0;
   __syncthreads();  // counters zeroed before the adds (and before the first cluster barrier)
@@ -158,14 +196,14 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   decision.remaining = k;
   for (unsigned level = 0;; ++level) {
     cluster_sync_shared();  // every count and warp state of the cluster visible, every mailbox ready
-    if (leader) decide<kBucketSort>(cluster, s, decision, problem.k_exp);
+    if (cta.leader) decide<kBucketSort>(cta.cluster, s, decision, problem.k_exp);
     s.decision_mail.wait(level);  // sent after the leader's last read of the counts
     decision = s.inbox.decision;
     if (decision.done) break;
-    if (threadIdx.x == 0 && !leader) s.decision_mail.expect(kDecisionBytes<kBucketSort>);  // the next level's
+    if (threadIdx.x == 0 && !cta.leader) s.decision_mail.expect(kDecisionBytes<kBucketSort>);  // the next level's
     // The leader read the counts before it sent the decision, but racecheck sees no order
     // between those reads and the clear but a barrier (taken only where winners tie in a bin).
-    cluster.sync();
+    cta.cluster.sync();
     s.counting.local.clear();
     __syncthreads();
     const int shift = digit_shift(decision.level);
@@ -176,19 +214,19 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   }
 
   if (decision.nan_row) {  // cluster-uniform; the row's normalizer says has_nan too
-    cluster.sync();  // the leader's reads of the warp states done, its normalizer written
-    if (!leader) return;
-    write_row_status(problem, row, s.row_normalizer);
-    write_nan_row<kClusterThreads>(k, problem.probs + row * problem.k, problem.indices + row * problem.k);
+    cta.cluster.sync();  // the leader's reads of the warp states done, its normalizer written
+    if (!cta.leader) return;
+    write_row_status(problem, cta.row, s.row_normalizer);
+    write_nan_row<kClusterThreads>(k, problem.probs + cta.row * problem.k, problem.indices + cta.row * problem.k);
     return;
   }
 
   if (decision.candidates <= plan.leader_sort_max)
-    finish_at_leader(cluster, s, held, decision, problem, row);
+    finish_at_leader(cta.cluster, s, held, decision, problem, cta.row);
   else if (sorts_in_buckets<kBucketSort>(decision.candidates, decision.level == 0, plan.leader_sort_max))
-    finish_in_buckets(cluster, s, held, decision, problem, row);
+    finish_in_buckets(cta.cluster, s, held, decision, problem, cta.row);
   else
-    finish_across_cluster(cluster, s, held, decision, problem, row);
+    finish_across_cluster(cta.cluster, s, held, decision, problem, cta.row);
 #endif
 }
 
@@ -203,34 +241,20 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
 #if __CUDA_ARCH__ >= 900
   __shared__ SoftmaxState warp_states[kClusterWarps];
   __shared__ TopkKey warp_best[kClusterWarps];
-  enter_after_previous_grid();
-  const cg::cluster_group cluster = cg::this_cluster();
-  const unsigned rank = cluster.block_rank();
-  const int64_t row = blockIdx.y;
+  const ClusterCta cta = enter_row_cluster();
 
-  const HeldChunk<T, kVectors> held = hold_chunk<T, kVectors>(problem, plan, row, rank);
+  const HeldChunk<T, kVectors> held = hold_chunk<T, kVectors>(problem, plan, cta.row, cta.rank);
   held.land();
 
-  SoftmaxState state = empty_state();
-  RunningArgmax argmax;
-  held.for_each_group([&](const auto& group) {
-    accumulate(state, group, problem.k_exp);
-    argmax.offer(group, held.segment.first_index);
-  });
-  state = warp_reduce(state, problem.k_exp);
-  TopkKey best = warp_max(argmax.best);
-  if (threadIdx.x % 32 == 0) {
-    warp_states[threadIdx.x / 32] = state;
-    warp_best[threadIdx.x / 32] = best;
-  }
+  fold_largest_a_warp(held, problem.k_exp, warp_states, warp_best);
   cluster_sync_shared();  // every warp's result visible
 
   SoftmaxState row_state{};
-  if (rank == 0 && threadIdx.x < 32) {
+  if (cta.leader && threadIdx.x < 32) {
     TopkKey keys[kStatesPerLane];
-    gather_per_warp(cluster, warp_best, keys, kEmptyKey);  // issued before the states' loads wait
-    row_state = merge_row_state(cluster, warp_states, problem.k_exp);
-    best = keys[0];
+    gather_per_warp(cta.cluster, warp_best, keys, kEmptyKey);  // issued before the states' loads wait
+    row_state = merge_row_state(cta.cluster, warp_states, problem.k_exp);
+    TopkKey best = keys[0];
 #pragma unroll
     for (int i = 1; i < kStatesPerLane; ++i) best = max(best, keys[i]);
     best = warp_max(best);
@@ -244,7 +268,64 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     }
   }
   cluster_arrive_relaxed();
-  if (rank == 0 && threadIdx.x == 0) write_argmax_row(problem, row, warp_states[0], warp_best[0]);
+  if (cta.leader && threadIdx.x == 0) write_argmax_row(problem, cta.row, warp_states[0], warp_best[0]);
+  cluster_wait();
+#endif
+}
+
+/// 1 < K <= kBoundedMaxK, the chunk in registers (cluster_bounded.cuh): step 1 as K = 1 takes it
+/// (no counts, a largest key a warp), each CTA's bound before the one cluster barrier, then every
+/// CTA's keys at or above the row's bound mailed to the leader, which sorts and writes them while
+/// the others leave.
+template <typename T, int kVectors>
+__global__ void __launch_bounds__(kClusterThreads, 1)
+    topk_cluster_bounded_kernel(TopkProblem problem, ClusterTopkPlan plan) {
+#if __CUDA_ARCH__ >= 900
+  BoundedShared& s = bounded_shared();
+  const ClusterCta cta = enter_row_cluster();
+  const auto k = static_cast<unsigned>(problem.k);
+  const unsigned q = bound_depth(k, cta.cluster.num_blocks());
+
+  const HeldChunk<T, kVectors> held = hold_chunk<T, kVectors>(problem, plan, cta.row, cta.rank);
+  if (threadIdx.x == 0) {
+    s.appended = s.selected = 0;
+    if (cta.leader) s.mail.init(cta.cluster.num_blocks() - 1);
+  }
+  held.land();
+
+  fold_largest_a_warp(held, problem.k_exp, s.warp_states, s.warp_best);
+  __syncthreads();  // every warp's results, and the counters zeroed
+  if (threadIdx.x < 32) publish_cta_bound(s, q);
+  cluster_sync_shared();  // every CTA's bound and warp states visible, the leader's mailbox ready
+  if (threadIdx.x < 32) {
+    publish_row_bound(cta.cluster, s, k, q);
+  } else if (cta.leader && threadIdx.x < 64) {
+    // The row's (m, d), read while warp 0 reads the bounds: off the path the mail takes.
+    const SoftmaxState merged = merge_row_state(cta.cluster, s.warp_states, problem.k_exp);
+    if (threadIdx.x == 32) s.row_normalizer = Normalizer(merged, problem.k_exp);
+  }
+  __syncthreads();  // W and the normalizer visible
+  const RowBound bound = s.row_bound;
+  const unsigned count = bound.nan ? 0u : fill_region(s, held, bound.floor, k, cta.rank);
+  if (!bound.nan) {
+    if (!cta.leader) {
+      mail_region(s, cta.rank, count);
+    } else {
+      if (threadIdx.x == 0) s.region_counts[0] = count;
+      s.mail.wait(0);
+    }
+  }
+  // Every remote read is done (warp 0's fed s.row_bound, the leader's warp 1's its normalizer),
+  // and every mail has landed: the others wait here for the leader, which writes the row.
+  cluster_arrive_relaxed();
+  if (cta.leader) {
+    if (bound.nan) {
+      write_row_status(problem, cta.row, s.row_normalizer);
+      write_nan_row<kClusterThreads>(k, problem.probs + cta.row * problem.k, problem.indices + cta.row * problem.k);
+    } else {
+      write_bounded_row(s, cta.cluster.num_blocks(), bound.floor, problem, cta.row);
+    }
+  }
   cluster_wait();
 #endif
 }
@@ -262,13 +343,29 @@ void with_held_vectors(int held_vectors, F&& f) {
 /// The cluster kernels, by what their dynamic shared memory holds.
 enum class ClusterKernel {
   argmax,        ///< nothing it reads: K = 1 keeps its warps' results in static shared memory
+  bounded,       ///< BoundedShared, the chunk in registers
   registers,     ///< ClusterShared, the chunk in registers
   shared_chunk,  ///< ClusterShared, then the chunk
 };
 
+/// The most tokens a batch may hold (rows x V) and take topk_cluster_bounded_kernel: it measured
+/// 1.02-1.10x the threshold's kernel at up to 256000 (1-8 rows of 32000, 1-2 of 128256 and 1 of
+/// 151936; 1 x 256000 1.00x) and 0.95-0.98x past it (16 rows of 32000, 2 of 256000, 8 of 128256
+/// bf16) (K = 50, H100, one run of two rounds, 2026-11-24).
+constexpr int64_t kBoundedMaxBatchTokens = 262144;
+
+/// Whether a batch of `rows` rows of `vocab` tokens in `plan` runs K = k in the bounded kernel: a
+/// bound needs two CTAs or more (a leader and mail to it) and q <= kClusterWarps warps a CTA to
+/// vouch for its keys.
+bool takes_bound(const ClusterTopkPlan& plan, int32_t k, int64_t rows, int64_t vocab) {
+  return k > 1 && k <= kBoundedMaxK && plan.ctas >= 2 && plan.held_vectors != kHeldInShared &&
+         bound_depth(static_cast<unsigned>(k), static_cast<unsigned>(plan.ctas)) <= static_cast<unsigned>(kClusterWarps) &&
+         rows * vocab <= kBoundedMaxBatchTokens;
+}
+
 /// A CTA's dynamic shared memory in the kernel that runs `plan` at `k`.
 std::size_t launch_shared_bytes(const ClusterTopkPlan& plan, int32_t k) {
-  return k == 1 ? plan.shared_bytes : kClusterSharedBytes + plan.shared_bytes;
+  return k == 1 || plan.bounded ? plan.shared_bytes : kClusterSharedBytes + plan.shared_bytes;
 }
 
 /// Calls f(kernel, kind) for every cluster kernel of every dtype; the chunk is held in shared
@@ -284,6 +381,7 @@ void for_each_cluster_kernel(F&& f) {
         f(topk_cluster_kernel<T, decltype(vectors)::value, false>, ClusterKernel::registers);
         f(topk_cluster_kernel<T, decltype(vectors)::value, true>, ClusterKernel::registers);
         f(topk_cluster_argmax_kernel<T, decltype(vectors)::value>, ClusterKernel::argmax);
+        f(topk_cluster_bounded_kernel<T, decltype(vectors)::value>, ClusterKernel::bounded);
       };
       in_registers(std::integral_constant<int, 2>{});
       in_registers(std::integral_constant<int, 4>{});
@@ -336,6 +434,13 @@ struct ClusterLimits {
   const std::array<int, kLargeCluster + 1>& resident_for(int32_t k) const { return k == 1 ? resident_argmax : resident; }
 };
 
+/// The dynamic shared memory of the K = 1 kernel (at most: spread_bytes where it spreads) and of
+/// the bounded kernel (always at least spread_bytes: one CTA an SM, as the top-k kernel's
+/// registers hold it, so that its resident counts answer for it too).
+std::size_t reserved_shared_bytes(const ClusterLimits& limits, ClusterKernel kind) {
+  return kind == ClusterKernel::argmax ? limits.spread_bytes : std::max(limits.spread_bytes, kBoundedSharedBytes);
+}
+
 const ClusterLimits& cluster_limits(const DeviceInfo& device) {
   static const ClusterLimits kNone{};
   if (!sm90_image_loaded(device)) return kNone;
@@ -351,9 +456,9 @@ const ClusterLimits& cluster_limits(const DeviceInfo& device) {
     limits.spread_bytes = (per_block / 2 + 1024) / 128 * 128;
     for_each_cluster_kernel([&](auto* kernel, ClusterKernel kind) {
       SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-      if (kind == ClusterKernel::argmax)
+      if (kind == ClusterKernel::argmax || kind == ClusterKernel::bounded)
         SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              static_cast<int>(limits.spread_bytes)));
+                                              static_cast<int>(reserved_shared_bytes(limits, kind))));
       else {
         const std::size_t chunk = kind == ClusterKernel::shared_chunk ? limits.shared_chunk_bytes : 0;
         SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -470,6 +575,8 @@ ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32
   // 1.10-1.22x, 8 of 32000 1.21x; 1, 2 and 16-64 rows 0.99-1.02x; H200, one run). The bits do
   // not change.
   if (k == 1 && rows <= limits.resident_spread[plan.ctas]) plan.shared_bytes = limits.spread_bytes;
+  plan.bounded = takes_bound(plan, k, rows, vocab);
+  if (plan.bounded) plan.shared_bytes = reserved_shared_bytes(limits, ClusterKernel::bounded);
   plan.leader_sort_max = one_wave && plan.ctas > 1 ? kLeaderSortMaxCandidates : kGatherCapacity;
   return plan;
 }
@@ -499,6 +606,8 @@ void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, c
         cluster(topk_cluster_kernel<T, kVectors, false>, problem, plan);  // K > 1: cluster_plan_for
       else if (problem.k == 1)
         cluster(topk_cluster_argmax_kernel<T, kVectors>, problem, plan);
+      else if (plan.bounded)
+        cluster(topk_cluster_bounded_kernel<T, kVectors>, problem, plan);
       else
         cluster(topk_cluster_kernel<T, kVectors, false>, problem, plan);
     });

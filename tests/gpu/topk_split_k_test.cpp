@@ -320,7 +320,11 @@ std::vector<TopkCase> huge_cases() {
 // clusters (on a device holding fewer than 16 clusters of 16), the K = 1 kernel on a masked
 // row and on +inf at a misaligned base, and `automatic` past SMs / 4 rows in one wave of
 // clusters: 128 misaligned rows of 32000 bf16 in 1-CTA clusters (shared memory), and 64 rows of
-// 32000 f32 at K = 1024 in 2-CTA clusters.
+// 32000 f32 at K = 1024 in 2-CTA clusters. The bounded kernel (1 < K <= 64, cluster_bounded.cuh)
+// on LLM-like logits at a misaligned base (every CTA mails its keys above the bound), a constant
+// bf16 row at K = 64 (every CTA meets more keys than its region holds and selects its own top K),
+// an ascending row (the bound from the first CTAs' low keys: the last CTAs select their own) and
+// NaN rows (nothing mailed; the leader writes them).
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   const auto one = [&](TopkImpl impl, DType dt, int64_t V, int64_t rows, int32_t k, Dist d, Layout layout) {
@@ -354,6 +358,10 @@ std::vector<TopkCase> sanitize_cases() {
   one(TopkImpl::split_k, DType::f32, 32000, 4, 256, Dist::llm_like, {});  // ranked across the cluster
   one(TopkImpl::automatic, DType::bf16, 32000, 128, 50, Dist::llm_like, Layout{0, 1});
   one(TopkImpl::automatic, DType::f32, 32000, 64, 1024, Dist::llm_like, {});
+  one(TopkImpl::split_k, DType::f32, 128256, 1, 50, Dist::llm_like, Layout{0, 1});
+  one(TopkImpl::split_k, DType::bf16, 128256, 1, 64, Dist::constant, {});
+  one(TopkImpl::split_k, DType::f32, 151936, 1, 50, Dist::ascending, {});
+  one(TopkImpl::split_k, DType::f32, 128256, 2, 16, Dist::nan_row, {});
   return finish(out, true);
 }
 
