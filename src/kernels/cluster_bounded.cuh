@@ -8,11 +8,13 @@
 // CTA needs one number from each other CTA and sends its keys without waiting for anything. What
 // it measured (H100, 2026-11-24): 1.02-1.10x the threshold's kernel on batches of up to 256000
 // tokens, and 0.95-0.98x on larger ones (kBoundedMaxBatchTokens). The steps it adds cost about
-// what the removed ones did: by clock64 on the leader of 1 x 128256 f32 K = 50, run warm, ~6,000
-// cycles to the bound (the load, the fold, two barriers and a remote read), ~2,600 to fill its
-// region (one pass over 16 keys a thread and a barrier), ~200 waiting for mail, ~4,000 to sort and
-// write ~140 keys (a rank sort and a packing step took ~4,900 there): short steps that each cost
-// far more than their work, as in the fused kernel's tail.
+// what the removed ones did: by clock64 on the leader of 1 x 128256 f32 K = 50 (H100), ~6,300
+// cycles to the bound (the load, the fold, two barriers and a remote read), ~1,300-1,500 to fill
+// its region, ~300 waiting for mail, ~3,700 to sort and write ~140 keys by range bins. A step run
+// twice in a loop costs the same the second time, so it is not instruction fetch; and ranking the
+// ~140 keys by compares lost to the bins in every form tried (~3,600-8,400 cycles: a thread pair a
+// key reading the regions, every warp holding all keys in registers, a thread pair a key reading
+// packed keys 16 bytes at a time), each compare step waiting on its read.
 //
 // The bound. CTA r's bound b_r is the q-th largest of its warps' largest keys, q = ceil(K / CTAs):
 // the CTA holds q keys >= b_r (one a warp). So the cluster holds at least q x CTAs >= K keys >=
@@ -99,16 +101,19 @@ __device__ __forceinline__ BoundedShared& bounded_shared() {
   return *reinterpret_cast<BoundedShared*>(cluster_dynamic_shared());
 }
 
-/// Warp 0, once its CTA's warp results are visible: b_r and the CTA's NaN flag into s.cta.
+/// Warp 0, once its CTA's warp results are visible: b_r and the CTA's NaN flag into s.cta. Lane
+/// w counts the warps' keys above warp w's by broadcast reads (shuffles of the 64-bit keys took
+/// ~800 cycles, on the path to every CTA's cluster barrier).
 __device__ __forceinline__ void publish_cta_bound(BoundedShared& s, unsigned q) {
   const unsigned lane = threadIdx.x % 32;
   const TopkKey key = lane < kClusterWarps ? s.warp_best[lane] : kEmptyKey;
   unsigned above = 0;  // warps with a larger key than this lane's
 #pragma unroll
-  for (int w = 0; w < kClusterWarps; ++w) above += __shfl_sync(0xffffffffu, key, w) > key ? 1u : 0u;
-  // The q-th largest is the largest key with at least q - 1 above it (empty keys tie, so the
-  // count may skip q - 1).
-  const TopkKey bound = warp_max(above + 1 >= q ? key : kEmptyKey);
+  for (int w = 0; w < kClusterWarps; ++w) above += s.warp_best[w] > key ? 1u : 0u;
+  // Keys are unique, so one lane's key has exactly q - 1 above it, unless fewer than q warps
+  // hold a key (empty keys tie below them all): then there is no bound.
+  const unsigned at_depth = __ballot_sync(0xffffffffu, key != kEmptyKey && above == q - 1);
+  const TopkKey bound = at_depth != 0 ? s.warp_best[__ffs(at_depth) - 1] : kEmptyKey;
   const float sum = lane < kClusterWarps ? s.warp_states[lane].sum : 0.0f;
   const unsigned nan = __any_sync(0xffffffffu, sum != sum);
   if (lane == 0) s.cta = {bound, nan};
@@ -136,11 +141,16 @@ __device__ __forceinline__ void publish_row_bound(const cg::cluster_group& clust
 }
 
 /// Fills this CTA's region with its keys >= floor or, where they pass the region, with its own
-/// top k; returns how many it holds (block-uniform). Ends on a barrier.
+/// top k; returns how many it holds (block-uniform). held_max: the thread's largest value, so
+/// that only threads that may hold a key >= floor look at their keys (~140 threads of a cluster's
+/// 8192 on logits), and a warp without one skips the scan. Ends on a barrier.
 template <typename Chunk>
-__device__ unsigned fill_region(BoundedShared& s, const Chunk& held, TopkKey floor, unsigned k, unsigned rank) {
+__device__ unsigned fill_region(BoundedShared& s, const Chunk& held, float held_max, TopkKey floor, unsigned k,
+                                unsigned rank) {
   const auto at_least = [&](TopkKey threshold) {
-    return [&held, threshold](auto&& visit) { for_each_held_key_at_least_by_value(held, threshold, visit); };
+    return [&held, held_max, threshold](auto&& visit) {
+      if (held_max >= key_threshold(threshold)) for_each_held_key_at_least_by_value(held, threshold, visit);
+    };
   };
   append_keys_at_least(floor, at_least(floor), &s.appended, s.regions[rank], kBoundedRegionKeys);
   __syncthreads();

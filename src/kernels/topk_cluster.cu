@@ -143,10 +143,10 @@ __device__ __forceinline__ ClusterCta enter_row_cluster() {
 
 /// Step 1 without counts (the K = 1 and the bounded kernels): folds the CTA's chunk into (m, d)
 /// and its largest key a warp, stored at warp_states and warp_best (this CTA's, kClusterWarps
-/// each) for a barrier to publish.
+/// each) for a barrier to publish. Returns the thread's largest value.
 template <typename Chunk>
-__device__ __forceinline__ void fold_largest_a_warp(const Chunk& held, float k_exp, SoftmaxState* warp_states,
-                                                    TopkKey* warp_best) {
+__device__ __forceinline__ float fold_largest_a_warp(const Chunk& held, float k_exp, SoftmaxState* warp_states,
+                                                       TopkKey* warp_best) {
   SoftmaxState state = empty_state();
   RunningArgmax argmax;
   held.for_each_group([&](const auto& group) {
@@ -159,6 +159,7 @@ __device__ __forceinline__ void fold_largest_a_warp(const Chunk& held, float k_e
     warp_states[threadIdx.x / 32] = state;
     warp_best[threadIdx.x / 32] = best;
   }
+  return argmax.best_value;
 }
 
 /// Steps 1-4 for K > 1. kBucketSort: built with finish_in_buckets, for K > kLeaderSortMaxCandidates.
@@ -293,7 +294,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   }
   held.land();
 
-  fold_largest_a_warp(held, problem.k_exp, s.warp_states, s.warp_best);
+  const float held_max = fold_largest_a_warp(held, problem.k_exp, s.warp_states, s.warp_best);
   __syncthreads();  // every warp's results, and the counters zeroed
   if (threadIdx.x < 32) publish_cta_bound(s, q);
   cluster_sync_shared();  // every CTA's bound and warp states visible, the leader's mailbox ready
@@ -306,7 +307,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   }
   __syncthreads();  // W and the normalizer visible
   const RowBound bound = s.row_bound;
-  const unsigned count = bound.nan ? 0u : fill_region(s, held, bound.floor, k, cta.rank);
+  const unsigned count = bound.nan ? 0u : fill_region(s, held, held_max, bound.floor, k, cta.rank);
   if (!bound.nan) {
     if (!cta.leader) {
       mail_region(s, cta.rank, count);

@@ -43,11 +43,20 @@ __device__ __forceinline__ unsigned warp_sum(unsigned value) {
 #endif
 }
 
-/// The largest 64-bit value over the warp (a top-k key); every lane gets it.
+/// The largest 64-bit value over the warp (a top-k key); every lane gets it. From sm_80 two
+/// 32-bit reductions, the high word's, then the low word's among the lanes that hold it: two
+/// instructions where five rounds of two shuffles and a compare are a chain of dependent round trips.
 __device__ __forceinline__ unsigned long long warp_max(unsigned long long value) {
+#if __CUDA_ARCH__ >= 800
+  const auto high = static_cast<unsigned>(value >> 32);
+  const unsigned top = __reduce_max_sync(0xffffffffu, high);
+  const unsigned low = __reduce_max_sync(0xffffffffu, high == top ? static_cast<unsigned>(value) : 0u);
+  return (static_cast<unsigned long long>(top) << 32) | low;
+#else
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) value = max(value, __shfl_xor_sync(0xffffffffu, value, offset));
   return value;
+#endif
 }
 
 }  // namespace softk::kernels
