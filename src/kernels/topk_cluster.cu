@@ -146,7 +146,7 @@ __device__ __forceinline__ ClusterCta enter_row_cluster() {
 /// each) for a barrier to publish. Returns the thread's largest value.
 template <typename Chunk>
 __device__ __forceinline__ float fold_largest_a_warp(const Chunk& held, float k_exp, SoftmaxState* warp_states,
-                                                       TopkKey* warp_best) {
+                                                     TopkKey* warp_best) {
   SoftmaxState state = empty_state();
   RunningArgmax argmax;
   held.for_each_group([&](const auto& group) {
