@@ -1,20 +1,22 @@
 // Steps 2-4 of the cluster top-k kernel (topk_cluster.cu) for small K, with no threshold that
-// the cluster agrees on: a lower bound of the row's K-th key from the warps' largest keys, every
-// CTA's keys at or above it mailed to the leader, and the leader's sort of them.
+// the cluster agrees on: a lower bound W of the row's K-th key from the warps' largest keys;
+// every CTA's keys at or above it (its region) sent to every other CTA; and each CTA ranking its
+// own keys among all the regions' and writing those that rank below K.
 //
 // Why: at batch 1 the threshold's steps cost K = 50 ~3 us more than K = 1 (1 x 128256 f32: 7.22
 // against 4.13 us, H100): a shared-memory count a key, the leader's walk of the cluster's counts,
 // its mailed decision, a remote atomic a candidate and a cluster.sync() that orders them. Here a
-// CTA needs one number from each other CTA and sends its keys without waiting for anything. What
-// it measured (H100, 2026-11-24): 1.02-1.10x the threshold's kernel on batches of up to 256000
-// tokens, and 0.95-0.98x on larger ones (kBoundedMaxBatchTokens). The steps it adds cost about
-// what the removed ones did: by clock64 on the leader of 1 x 128256 f32 K = 50 (H100), ~6,300
-// cycles to the bound (the load, the fold, two barriers and a remote read), ~1,300-1,500 to fill
-// its region, ~300 waiting for mail, ~3,700 to sort and write ~140 keys by range bins. A step run
-// twice in a loop costs the same the second time, so it is not instruction fetch; and ranking the
-// ~140 keys by compares lost to the bins in every form tried (~3,600-8,400 cycles: a thread pair a
-// key reading the regions, every warp holding all keys in registers, a thread pair a key reading
-// packed keys 16 bytes at a time), each compare step waiting on its read.
+// CTA needs one number from each other CTA and sends its keys without waiting for anything.
+//
+// Why every CTA ranks its own keys: when the leader alone sorted the ~140 keys (range bins), it
+// spent ~3,700 cycles after the mail while 15 SMs waited; a rank by binary searches over sorted
+// regions took ~2,800 there, and over 16 warps ~2,800 with the sort and packing. Here the
+// regions go out all-to-all (a bulk copy each) and a CTA compares its ~10 keys with each region's
+// ~10: by clock64 on 1 x 128256 f32 K = 50 (H100, 2026-11-24), ~6,350 cycles to W, ~1,600 to
+// fill a region, ~800 until every region has landed, ~1,200 to rank and ~650 to write, ~10,700
+// in all against ~13,000 at the leader (1.14-1.25x on batches of up to 256000 tokens at K = 50).
+// The row's (m, d) is the leader's warp 1's alone, mailed: merged by every CTA, the cluster's
+// 16 x 256 remote reads took ~2,900 cycles after the barrier instead of ~1,200.
 //
 // The bound. CTA r's bound b_r is the q-th largest of its warps' largest keys, q = ceil(K / CTAs):
 // the CTA holds q keys >= b_r (one a warp). So the cluster holds at least q x CTAs >= K keys >=
@@ -25,15 +27,16 @@
 //
 // Exactness does not rest on that count: a CTA with more keys >= W than its region holds (flat or
 // tied rows, winners crowded into one chunk) selects its own top K (block_radix_select), which
-// hold every winner it has, and mails those. The leader so holds every winner and at least K keys.
+// hold every winner it has, and shares those. So every winner is in one region, every key above a
+// winner is a winner, and a winner's rank among the regions' keys is its rank in the row.
 #pragma once
 
 #include <cooperative_groups.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/block_radix_select.cuh"
-#include "kernels/block_range_bin_sort.cuh"
 #include "kernels/block_topk.cuh"
 #include "kernels/cluster_chunk.cuh"
 #include "kernels/cluster_finish.cuh"
@@ -51,7 +54,7 @@ namespace cg = cooperative_groups;
 /// The largest K that takes the bound: W passes ~3 K keys, and past it a CTA's region would hold
 /// more than kBoundedRegionKeys.
 constexpr int32_t kBoundedMaxK = 64;
-/// Keys a CTA mails to the leader without selecting its own top K first.
+/// Keys a CTA shares without selecting its own top K first.
 constexpr unsigned kBoundedRegionKeys = 64;
 static_assert(kBoundedRegionKeys >= static_cast<unsigned>(kBoundedMaxK), "a CTA's own top K fits its region");
 
@@ -71,19 +74,15 @@ struct BoundedShared {
   TopkKey warp_best[kClusterWarps];
   CtaBound cta;
   RowBound row_bound;   ///< W as this CTA's warp 0 read it
-  ClusterMailbox mail;  ///< the leader's: one arrival a CTA besides it, counting its keys and their count
+  ClusterMailbox mail;  ///< one arrival from every other CTA, counting its region's keys and their count
   unsigned appended;    ///< keys >= W this CTA met (past kBoundedRegionKeys, only the first are kept)
   unsigned selected;    ///< the CTA's own top K, where it met too many
-  unsigned region_counts[kLargeCluster];  ///< the leader's: the keys in each CTA's region
-  unsigned region_starts[kLargeCluster];  ///< the leader's: where each region's keys start, packed
-  Normalizer row_normalizer;              ///< the leader's: the row's (m, d), merged by its warp 1
+  unsigned region_counts[kLargeCluster];  ///< the keys in each CTA's region
+  alignas(8) SoftmaxState row_state;     ///< the row's (m, d): merged by the leader's warp 1, mailed to the others
   RadixSelectStorage select;
-  /// CTA r's keys in region r of its own shared memory, mailed to region r of the leader's.
+  /// CTA r's keys in region r of its own shared memory, and of every other CTA's.
   alignas(128) TopkKey regions[kLargeCluster][kBoundedRegionKeys];
-  alignas(128) TopkKey gathered[kLargeCluster * kBoundedRegionKeys];  ///< the leader's: every region, packed
-  alignas(128) TopkKey ranked[kRankSortMaxK];
-  /// The leader's: block_write_topk_by_range_bins' bins and the keys it gathers (at most every region's).
-  alignas(128) unsigned char sort_room[range_bin_sort_bytes<kClusterThreads>(kLargeCluster * kBoundedRegionKeys)];
+  unsigned own_ranks[kBoundedRegionKeys];  ///< each key of this CTA's region: the row's keys above it
 };
 
 constexpr std::size_t kBoundedSharedBytes =
@@ -140,6 +139,23 @@ __device__ __forceinline__ void publish_row_bound(const cg::cluster_group& clust
   if (lane == 0) s.row_bound = {enough ? lowest : kEmptyKey, any_nan};
 }
 
+/// Every thread, after publish_row_bound (warp 0) and the leader's (m, d) merge (its warp 1): W
+/// from s.row_bound made visible. Warp 1 takes it through a barrier of its own, which warp 0
+/// passes without waiting, so that the leader's other warps go on to their fill while warp 1
+/// merges (~1,200 cycles after W; the fill's barrier waits for warp 1, and the row state is read
+/// only after it). Measured with the leader's sort: 1.02-1.04x at batch 1 (H100, 2026-11-24).
+/// Named barriers 1 and 2: the kernels use no others but 0.
+__device__ __forceinline__ void await_row_bound() {
+  constexpr int kOthersBarrier = 1;
+  constexpr int kWarpOneBarrier = 2;
+  const unsigned warp = threadIdx.x / 32;
+  if (warp == 0) asm volatile("bar.arrive %0, %1;" ::"n"(kWarpOneBarrier), "n"(64) : "memory");
+  if (warp == 1)
+    asm volatile("bar.sync %0, %1;" ::"n"(kWarpOneBarrier), "n"(64) : "memory");
+  else
+    asm volatile("bar.sync %0, %1;" ::"n"(kOthersBarrier), "n"(kClusterThreads - 32) : "memory");
+}
+
 /// Fills this CTA's region with its keys >= floor or, where they pass the region, with its own
 /// top k; returns how many it holds (block-uniform). held_max: the thread's largest value, so
 /// that only threads that may hold a key >= floor look at their keys (~140 threads of a cluster's
@@ -153,82 +169,74 @@ __device__ unsigned fill_region(BoundedShared& s, const Chunk& held, float held_
     };
   };
   append_keys_at_least(floor, at_least(floor), &s.appended, s.regions[rank], kBoundedRegionKeys);
+  fence_shared_for_bulk_copy();  // the region goes out by share_region's bulk copies
   __syncthreads();
   const unsigned appended = s.appended;
   if (appended <= kBoundedRegionKeys) return appended;
   const TopkKey own_kth = block_radix_select<kClusterThreads>(k, at_least(floor), s.select);
   append_keys_at_least(own_kth, at_least(own_kth), &s.selected, s.regions[rank], kBoundedRegionKeys);
+  fence_shared_for_bulk_copy();
   __syncthreads();
   return k;  // unique keys: exactly k are >= the k-th
 }
 
-/// A CTA besides the leader: its region and count into the leader's, announced by one arrival.
-__device__ __forceinline__ void mail_region(BoundedShared& s, unsigned rank, unsigned count) {
-  for (unsigned i = threadIdx.x; i < count; i += kClusterThreads) send(&s.regions[rank][i], s.regions[rank][i], s.mail, 0);
-  if (threadIdx.x == 0) {
-    send(&s.region_counts[rank], count, s.mail, 0);
-    arrive_expecting(s.mail, 0, count * static_cast<unsigned>(sizeof(TopkKey)) + static_cast<unsigned>(sizeof(unsigned)));
+/// The leader's warp 1: the row's (m, d) into every CTA's s.row_state (its own by a store, the
+/// others' by mail), so that every CTA writes its own winners with the same bits.
+__device__ __forceinline__ void share_row_state(BoundedShared& s, unsigned ctas, const SoftmaxState& state) {
+  static_assert(sizeof(SoftmaxState) == sizeof(unsigned long long), "(m, d) in one 8-byte store");
+  const unsigned lane = threadIdx.x % 32;
+  unsigned long long bits;
+  memcpy(&bits, &state, sizeof bits);
+  if (lane == 0)
+    s.row_state = state;
+  else if (lane < ctas)
+    send(reinterpret_cast<const unsigned long long*>(&s.row_state), bits, s.mail, lane);
+}
+
+/// This CTA's region and its count into region `rank` of every other CTA, each announced by one
+/// arrival at that CTA's mailbox (the leader's counting the row's state too): a warp a receiver,
+/// the region by one bulk copy. After fill_region (its fence and barrier).
+__device__ __forceinline__ void share_region(BoundedShared& s, unsigned ctas, unsigned rank, unsigned count) {
+  // Whole 16-byte units: an odd count carries one slot past it, which the receiver never reads.
+  const unsigned bytes = (count * static_cast<unsigned>(sizeof(TopkKey)) + 15u) / 16u * 16u;
+  const unsigned state_bytes = rank == 0 ? static_cast<unsigned>(sizeof(SoftmaxState)) : 0u;
+  for (unsigned to = threadIdx.x / 32; to < ctas; to += kClusterWarps) {
+    if (to == rank || threadIdx.x % 32 != 0) continue;
+    if (bytes != 0) send_bulk(s.regions[rank], s.regions[rank], bytes, s.mail, to);
+    send(&s.region_counts[rank], count, s.mail, to);
+    arrive_expecting(s.mail, to, bytes + static_cast<unsigned>(sizeof(unsigned)) + state_bytes);
   }
 }
 
-/// Calls visit(r, i) for every key i the leader holds in region r, spread over the block.
-template <typename Visit>
-__device__ __forceinline__ void for_each_region_key(const BoundedShared& s, unsigned ctas, Visit&& visit) {
-  for (unsigned slot = threadIdx.x; slot < ctas * kBoundedRegionKeys; slot += kClusterThreads) {
-    const unsigned r = slot / kBoundedRegionKeys;
-    const unsigned i = slot % kBoundedRegionKeys;
-    if (i < s.region_counts[r]) visit(r, i);
-  }
-}
-
-/// The leader's keys, region by region: the for_each_key of block_write_topk_by_range_bins.
-struct RegionKeys {
-  const BoundedShared& s;
-  unsigned ctas;
-
-  template <typename Visit>
-  __device__ __forceinline__ void operator()(Visit&& visit) const {
-    for_each_region_key(s, ctas, [&](unsigned r, unsigned i) { visit(s.regions[r][i]); });
-  }
-};
-
-/// Where the range-bin sort hands back (a bin of more than kMaxRankedBinKeys tied keys): the
-/// regions packed into s.gathered and sorted whole. Returns the sorted keys and their count.
-__device__ const TopkKey* sort_packed_regions(BoundedShared& s, unsigned ctas, unsigned& total) {
-  if (threadIdx.x < 32) {
-    const unsigned count = threadIdx.x < ctas ? s.region_counts[threadIdx.x] : 0u;
-    const unsigned inclusive = warp_inclusive_sum(count);
-    if (threadIdx.x < ctas) s.region_starts[threadIdx.x] = inclusive - count;
+/// Once every region has landed and s.own_ranks is zeroed: this CTA's keys written where they rank
+/// below k among all the regions' keys. Warp w counts the keys of region w above each of this
+/// CTA's (~10 compares a key on logits, spread over the SM's four schedulers). Every winner is in
+/// one region, and every key above a winner is a winner, so ranks 0..k-1 are each written once,
+/// by the CTA that holds that key. `own_count`: this CTA's region's, block-uniform. No barrier
+/// before the counts: each thread waited for the mail itself, and the CTA's own region and count
+/// are its fill's.
+__device__ void write_own_winners(BoundedShared& s, unsigned ctas, unsigned rank, unsigned own_count,
+                                  const Normalizer& normalizer, const TopkProblem& problem, int64_t row) {
+  static_assert(kClusterWarps >= kLargeCluster, "a warp a region");
+  const unsigned warp = threadIdx.x / 32;
+  if (warp < ctas) {
+    const unsigned n = warp == rank ? own_count : s.region_counts[warp];
+    const TopkKey* region = s.regions[warp];
+    for (unsigned i = threadIdx.x % 32; i < own_count; i += 32) {
+      const TopkKey own = s.regions[rank][i];
+      unsigned above = 0;
+#pragma unroll 4
+      for (unsigned j = 0; j < n; ++j) above += region[j] > own ? 1u : 0u;  // broadcast reads
+      if (above != 0) atomicAdd(&s.own_ranks[i], above);
+    }
   }
   __syncthreads();
-  total = s.region_starts[ctas - 1] + s.region_counts[ctas - 1];
-  for_each_region_key(s, ctas, [&](unsigned r, unsigned i) { s.gathered[s.region_starts[r] + i] = s.regions[r][i]; });
-  __syncthreads();
-  return block_sort_descending<kClusterThreads>(s.gathered, total, s.ranked);
-}
-
-/// The leader, once every region has landed and warp 1's normalizer is stored: the row's top k
-/// from its regions by one counting sort over bins of [W, the row's maximum] (block_range_bin_sort.cuh:
-/// a few barriers and no pass a key over the others, where a rank sort of ~140 keys took ~2,600
-/// cycles and a packing step ~760), each entry written by the thread that ranks it.
-__device__ void write_bounded_row(BoundedShared& s, unsigned ctas, TopkKey floor, const TopkProblem& problem,
-                                  int64_t row) {
-  __syncthreads();  // the region counts visible to every thread
-  const Normalizer normalizer = s.row_normalizer;
-  float* probs = problem.probs + row * problem.k;
-  int32_t* indices = problem.indices + row * problem.k;
-  const RangeBins bins(key_threshold(floor), normalizer.max);
-  const bool written = block_write_topk_by_range_bins<kClusterThreads>(
-      static_cast<unsigned>(problem.k), RegionKeys{s, ctas}, bins, s.sort_room, sizeof(s.sort_room),
-      [&](unsigned rank, TopkKey key) {
-        write_topk_entry(key, normalizer, problem.log_probs, probs + rank, indices + rank);
-      });
-  if (!written) {
-    unsigned total = 0;
-    const TopkKey* sorted = sort_packed_regions(s, ctas, total);
-    write_sorted_keys(sorted, total, 0, normalizer, problem, row);  // total >= K: the bound's count
+  for (unsigned i = threadIdx.x; i < own_count; i += kClusterThreads) {
+    const unsigned place = s.own_ranks[i];
+    if (place < static_cast<unsigned>(problem.k))
+      write_topk_entry(s.regions[rank][i], normalizer, problem.log_probs, problem.probs + row * problem.k + place,
+                       problem.indices + row * problem.k + place);
   }
-  write_row_status(problem, row, normalizer);
 }
 
 #endif  // sm_90+

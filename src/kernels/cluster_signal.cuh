@@ -137,6 +137,25 @@ __device__ __forceinline__ void send(const unsigned* to, unsigned value, const C
                : "memory");
 }
 
+/// Copies `bytes` (a multiple of 16; both places 16-byte aligned) from `from` in this CTA's shared
+/// memory to `to` in CTA `rank`'s (laid out as this CTA's), counting them in that CTA's `mailbox`:
+/// one bulk copy, and one count at the receiver's mailbox, where a store a key made one each
+/// (the counts of one mailbox are taken in turn). The writes to `from` must be ordered before it
+/// by fence_shared_for_bulk_copy() in each writer, then a barrier. No completion is awaited here.
+__device__ __forceinline__ void send_bulk(const void* to, const void* from, unsigned bytes,
+                                          const ClusterMailbox& mailbox, unsigned rank) {
+  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   remote_shared_address(to, rank)),
+               "r"(shared_address(from)), "r"(bytes), "r"(remote_shared_address(&mailbox.barrier, rank))
+               : "memory");
+}
+
+/// A writer's shared-memory stores made visible to bulk copies (the async proxy) issued after a
+/// barrier that follows this.
+__device__ __forceinline__ void fence_shared_for_bulk_copy() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 /// One arrival at CTA `rank`'s `mailbox` (as laid out in this CTA's) that announces `bytes` more
 /// to land there: the sender's own count of what it sends, where the receiver cannot know it.
 /// Relaxed: what it announces is st.async's, which the bytes' count orders, not the arrival.

@@ -33,8 +33,9 @@
 //     (finish_across_cluster). One CTA sorting ~1100 keys at K = 1024 was the long pole of the
 //     leader's form (the reason it stopped at K = 256 before); a CTA's share is ~1/16 of them.
 // Small batches at 1 < K <= 64 (kBoundedMaxBatchTokens) skip steps 2-4's agreement instead:
-// each CTA vouches for a lower bound of the row's K-th key from its warps' largest keys, and
-// every CTA mails its keys above the cluster's bound to the leader (cluster_bounded.cuh).
+// each CTA vouches for a lower bound of the row's K-th key from its warps' largest keys, every
+// CTA sends its keys above the cluster's bound to every other, and each writes those of its own
+// that rank below K (cluster_bounded.cuh).
 // Two or three cluster barriers (two more a further level) and no workspace: nothing to zero,
 // nothing to launch in between. Each DSMEM round trip is ~200 ns, so every remote read a step
 // needs is issued before any is used. K = 1 (greedy decoding) needs no threshold and takes a
@@ -276,8 +277,8 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
 
 /// 1 < K <= kBoundedMaxK, the chunk in registers (cluster_bounded.cuh): step 1 as K = 1 takes it
 /// (no counts, a largest key a warp), each CTA's bound before the one cluster barrier, then every
-/// CTA's keys at or above the row's bound mailed to the leader, which sorts and writes them while
-/// the others leave.
+/// CTA's keys at or above the row's bound mailed to every other CTA, and each CTA writes those of
+/// its own keys that rank below K.
 template <typename T, int kVectors>
 __global__ void __launch_bounds__(kClusterThreads, 1)
     topk_cluster_bounded_kernel(TopkProblem problem, ClusterTopkPlan plan) {
@@ -285,47 +286,50 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   BoundedShared& s = bounded_shared();
   const ClusterCta cta = enter_row_cluster();
   const auto k = static_cast<unsigned>(problem.k);
-  const unsigned q = bound_depth(k, cta.cluster.num_blocks());
+  const unsigned ctas = cta.cluster.num_blocks();
+  const unsigned q = bound_depth(k, ctas);
 
   const HeldChunk<T, kVectors> held = hold_chunk<T, kVectors>(problem, plan, cta.row, cta.rank);
   if (threadIdx.x == 0) {
     s.appended = s.selected = 0;
-    if (cta.leader) s.mail.init(cta.cluster.num_blocks() - 1);
+    s.mail.init(ctas - 1);
   }
+  if (threadIdx.x < kBoundedRegionKeys) s.own_ranks[threadIdx.x] = 0;
   held.land();
 
   const float held_max = fold_largest_a_warp(held, problem.k_exp, s.warp_states, s.warp_best);
   __syncthreads();  // every warp's results, and the counters zeroed
   if (threadIdx.x < 32) publish_cta_bound(s, q);
-  cluster_sync_shared();  // every CTA's bound and warp states visible, the leader's mailbox ready
+  cluster_sync_shared();  // every CTA's bound and warp states visible, every mailbox ready
   if (threadIdx.x < 32) {
     publish_row_bound(cta.cluster, s, k, q);
   } else if (cta.leader && threadIdx.x < 64) {
-    // The row's (m, d), read while warp 0 reads the bounds: off the path the mail takes.
-    const SoftmaxState merged = merge_row_state(cta.cluster, s.warp_states, problem.k_exp);
-    if (threadIdx.x == 32) s.row_normalizer = Normalizer(merged, problem.k_exp);
+    // The row's (m, d), merged while warp 0 reads the bounds and mailed to every CTA, which each
+    // write their own winners. (Merged by every CTA, the cluster's 16 x 256 remote reads took
+    // ~2,900 cycles where the leader's alone take ~1,200.)
+    share_row_state(s, ctas, merge_row_state(cta.cluster, s.warp_states, problem.k_exp));
   }
-  __syncthreads();  // W and the normalizer visible
+  await_row_bound();  // W visible; the leader's row state by the next barrier
   const RowBound bound = s.row_bound;
+  // A NaN row shares empty regions, so that every CTA still waits for what is sent to it.
   const unsigned count = bound.nan ? 0u : fill_region(s, held, held_max, bound.floor, k, cta.rank);
-  if (!bound.nan) {
-    if (!cta.leader) {
-      mail_region(s, cta.rank, count);
-    } else {
-      if (threadIdx.x == 0) s.region_counts[0] = count;
-      s.mail.wait(0);
-    }
-  }
-  // Every remote read is done (warp 0's fed s.row_bound, the leader's warp 1's its normalizer),
-  // and every mail has landed: the others wait here for the leader, which writes the row.
+  share_region(s, ctas, cta.rank, count);
+  s.mail.wait(0);
+  // Nothing more reaches this CTA's shared memory or is read from another's (warp 0's remote
+  // reads fed s.row_bound, the leader's warp 1's its row state): the exit barrier's arrival, whose
+  // wait comes as the CTA leaves.
   cluster_arrive_relaxed();
-  if (cta.leader) {
-    if (bound.nan) {
-      write_row_status(problem, cta.row, s.row_normalizer);
+  if (bound.nan) {
+    __syncthreads();  // the leader's row state
+    if (cta.leader) {
+      write_row_status(problem, cta.row, Normalizer(s.row_state, problem.k_exp));
       write_nan_row<kClusterThreads>(k, problem.probs + cta.row * problem.k, problem.indices + cta.row * problem.k);
-    } else {
-      write_bounded_row(s, cta.cluster.num_blocks(), bound.floor, problem, cta.row);
     }
+  } else {
+    // The leader's own row state is ordered by its fill's barrier, the others' by the mail.
+    const Normalizer normalizer(s.row_state, problem.k_exp);
+    write_own_winners(s, ctas, cta.rank, count, normalizer, problem, cta.row);
+    if (cta.leader) write_row_status(problem, cta.row, normalizer);
   }
   cluster_wait();
 #endif
