@@ -360,8 +360,8 @@ enum class ClusterKernel {
 constexpr int64_t kBoundedMaxBatchTokens = 262144;
 
 /// Whether a batch of `rows` rows of `vocab` tokens in `plan` runs K = k in the bounded kernel: a
-/// bound needs two CTAs or more (a leader and mail to it) and q <= kClusterWarps warps a CTA to
-/// vouch for its keys.
+/// bound needs two CTAs or more (the regions go by mail to the other CTAs) and q <= kClusterWarps
+/// warps a CTA to vouch for its keys.
 bool takes_bound(const ClusterTopkPlan& plan, int32_t k, int64_t rows, int64_t vocab) {
   return k > 1 && k <= kBoundedMaxK && plan.ctas >= 2 && plan.held_vectors != kHeldInShared &&
          bound_depth(static_cast<unsigned>(k), static_cast<unsigned>(plan.ctas)) <= static_cast<unsigned>(kClusterWarps) &&

@@ -321,10 +321,10 @@ std::vector<TopkCase> huge_cases() {
 // row and on +inf at a misaligned base, and `automatic` past SMs / 4 rows in one wave of
 // clusters: 128 misaligned rows of 32000 bf16 in 1-CTA clusters (shared memory), and 64 rows of
 // 32000 f32 at K = 1024 in 2-CTA clusters. The bounded kernel (1 < K <= 64, cluster_bounded.cuh)
-// on LLM-like logits at a misaligned base (every CTA mails its keys above the bound), a constant
-// bf16 row at K = 64 (every CTA meets more keys than its region holds and selects its own top K),
-// an ascending row (the bound from the first CTAs' low keys: the last CTAs select their own) and
-// NaN rows (nothing mailed; the leader writes them).
+// on LLM-like logits at a misaligned base (every CTA sends its keys above the bound to every
+// other), a constant bf16 row at K = 64 (every CTA meets more keys than its region holds and
+// selects its own top K), an ascending row (the bound from the first CTAs' low keys: the last CTAs
+// select their own) and NaN rows (empty regions shared; the leader writes them).
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   const auto one = [&](TopkImpl impl, DType dt, int64_t V, int64_t rows, int32_t k, Dist d, Layout layout) {
