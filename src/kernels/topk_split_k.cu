@@ -18,11 +18,15 @@
 //              (block_argmax.cuh).
 //  Launch 2  a block per row merges the chunk states (in a fixed order, so the bits never
 //            depend on scheduling) and finds the row's top-K in the union of the lists (which
-//            holds it, as each list holds its chunk's): up to K = 256 a histogram of the
-//            listed keys by distance below the row's largest logit gives the bin of the K-th
-//            largest (the keys' own bits, 12 at a time, where it holds too many) and the keys at
-//            or above it are gathered and sorted; past it, a radix select over the lists; at K = 1
-//            the largest of the chunks' keys.
+//            holds it, as each list holds its chunk's): where the row has K chunks or more, the
+//            K-th largest chunk maximum bounds the row's K-th key from below, and only the
+//            lists of the chunks whose maximum reaches it are read
+//            (block_topk_sorted_above_chunk_maxima); else, and where that bound passes too
+//            many keys, up to K = 256 a
+//            histogram of the listed keys by distance below the row's largest logit gives the
+//            bin of the K-th largest (the keys' own bits, 12 at a time, where it holds too
+//            many) and the keys at or above it are gathered and sorted; past it, a radix select
+//            over the lists; at K = 1 the largest of the chunks' keys.
 // The kernel boundary is the grid-wide barrier between the two. Forced split-k chunks a row by
 // V, K and the SM count only, so a row gets the same bits whatever batch it sits in; under
 // `automatic` (SplitSizing::per_batch) the rows of a batch share one wave of chunk blocks, as
@@ -46,6 +50,7 @@
 // did win is the cluster form, whose barrier and merge stay inside one GPC.
 #include <algorithm>
 #include <stdexcept>
+#include <type_traits>
 
 #include "cuda_check.hpp"
 #include "kernels/block_argmax.cuh"
@@ -298,34 +303,145 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   at.pad(written, plan);
 }
 
-/// Visits every listed key of a row (skipping the padding) across the block, eight loads in
-/// flight per thread: the lists sit in L2, and the merge is a single block.
+/// Loads of listed keys a merge thread keeps in flight: the lists sit in L2, and the merge is a
+/// single block a row. A round of them reads kListedKeysARound keys.
+constexpr int kListLoadsInFlight = 8;
+constexpr int64_t kListedKeysARound = int64_t{kListLoadsInFlight} * kFusedThreads;
+
+/// Visits every listed key of a row (skipping the padding) across the block.
 struct ListedKeys {
   const TopkKey* lists;
   int64_t slots;
 
   template <typename Visit>
   __device__ __forceinline__ void operator()(Visit&& visit) const {
-    constexpr int kInFlight = 8;
-    for (int64_t base = threadIdx.x; base < slots; base += int64_t{kInFlight} * kFusedThreads) {
-      TopkKey keys[kInFlight];
+    for (int64_t base = threadIdx.x; base < slots; base += kListedKeysARound) {
+      TopkKey keys[kListLoadsInFlight];
 #pragma unroll
-      for (int u = 0; u < kInFlight; ++u) {
+      for (int u = 0; u < kListLoadsInFlight; ++u) {
         const int64_t i = base + int64_t{u} * kFusedThreads;
         keys[u] = i < slots ? lists[i] : kEmptyKey;
       }
 #pragma unroll
-      for (int u = 0; u < kInFlight; ++u)
+      for (int u = 0; u < kListLoadsInFlight; ++u)
         if (keys[u] != kEmptyKey) visit(keys[u]);
     }
   }
 };
 
+/// The most chunks a row whose maxima the merge keeps in shared memory to bound the row's K-th key
+/// (plan_for gives a row at most ~2 chunks an SM).
+constexpr unsigned kMaxBoundingChunks = 1024;
+
+/// Whether the merge of a row in `plan` bounds its K-th key by the chunks' maxima: K chunks or more
+/// (the bound), and more listed keys than one round of loads reads, where the two passes over
+/// every list cost two rounds or more. 4 rows of 1M-16M at K = 50 (66 chunks, 3,300 listed keys
+/// a row: one round a pass) read 0.96-0.99x through the bound, where it passes ~2 K keys to sort
+/// (H100, one run).
+constexpr bool takes_chunk_maxima_bound(const SplitTopkPlan& plan, int32_t k) {
+  return k <= kLargeK && plan.chunks >= k && plan.chunks <= kMaxBoundingChunks &&
+         plan.chunks * plan.list_capacity > kListedKeysARound;
+}
+
+/// The chunks' maxima (their states' m), and the chunks whose maximum reaches the bound.
+struct ChunkMaxima {
+  float value[kMaxBoundingChunks];
+  unsigned reaching[kMaxBoundingChunks];
+  unsigned reaching_count;
+};
+
+/// What a merge that takes no such bound keeps of the chunks' maxima: nothing.
+struct NoChunkMaxima {};
+
+/// The row's top k, sorted descending in shared memory, from the lists of the chunks whose maximum
+/// reaches the k-th largest chunk maximum (maxima.value, for chunks >= k, written before a barrier),
+/// or nullptr where more than kMaxFastTopK listed keys reach it; `top`: the ordered bits of the
+/// largest. Why it is exact: k chunks each list a key at least as large as that k-th maximum, so
+/// the row's k-th key, and every winner, is at least as large; a chunk whose maximum is below it
+/// holds none; and every winner is in its chunk's list. Why: on logits the bound passes k to 2 k
+/// keys in ~k lists, so one round of loads reads them where the histogram's two passes read every
+/// list (1 x 64M fp32, K = 50: 264 lists, 13,200 keys; the merge 9.9 -> 6.6 us under ncu, H100). Expects a cleared histogram (as
+/// block_bin_prefix_below) and leaves it cleared where it returns nullptr. Called by the whole
+/// block.
+template <int kThreads>
+__device__ const TopkKey* block_topk_sorted_above_chunk_maxima(unsigned k, uint32_t top, unsigned chunks,
+                                                               const TopkKey* lists, unsigned list_capacity,
+                                                               ChunkMaxima& maxima, BinHistogram<kThreads>& histogram,
+                                                               BlockTopkStorage& storage) {
+  if (threadIdx.x == 0) maxima.reaching_count = storage.count = 0;  // the select starts with a barrier
+  // A key a chunk: its maximum, made unique by the chunk's number, for a select that may descend
+  // to the low bits where maxima tie.
+  const auto chunk_maxima = [&](auto&& visit) {
+    for (unsigned c = threadIdx.x; c < chunks; c += kThreads) visit(make_key(maxima.value[c], c));
+  };
+  const BinPrefix cut = block_bin_prefix_below(top, k, kMaxBoundingChunks, chunk_maxima, histogram);
+  // The prefix is at most the k-th largest maximum's key, so its value bits are at most its value's.
+  const auto floor_bits = static_cast<uint32_t>(cut.prefix >> 32);
+  const TopkKey floor = TopkKey{floor_bits} << 32;
+  for (unsigned c = threadIdx.x; c < chunks; c += kThreads)
+    if (key_value_bits(maxima.value[c]) >= floor_bits) maxima.reaching[atomicAdd(&maxima.reaching_count, 1u)] = c;
+  __syncthreads();
+  const unsigned slots = maxima.reaching_count * list_capacity;
+  // Slot i is key i % list_capacity of reaching list i / list_capacity. The quotient by a multiply
+  // with the rounded-up reciprocal, exact while i x list_capacity < 2^32 (slots <= 1024 x
+  // list_capacity, and a list holds at most K + K / 2 <= 384 keys here; list_capacity >= K >= 2):
+  // a division is ~20 dependent instructions before each load.
+  const unsigned reciprocal = 0xFFFFFFFFu / list_capacity + 1u;
+  for (unsigned base = threadIdx.x; base < slots; base += kListLoadsInFlight * kThreads) {
+    TopkKey keys[kListLoadsInFlight];
+#pragma unroll
+    for (unsigned u = 0; u < kListLoadsInFlight; ++u) {
+      const unsigned i = base + u * kThreads;
+      const unsigned list = __umulhi(i, reciprocal);
+      keys[u] = i < slots ? lists[(maxima.reaching[list] - list) * list_capacity + i] : kEmptyKey;
+    }
+#pragma unroll
+    for (unsigned u = 0; u < kListLoadsInFlight; ++u)
+      if (keys[u] != kEmptyKey && keys[u] >= floor) {
+        const unsigned slot = atomicAdd(&storage.count, 1u);
+        if (slot < kMaxFastTopK) storage.winners[slot] = keys[u];
+      }
+  }
+  __syncthreads();
+  const unsigned gathered = storage.count;  // >= k: the k chunks' maxima
+  if (gathered <= kMaxFastTopK) return block_sort_winners<kThreads>(gathered, storage);
+  histogram.clear();  // a tied or flat row: the caller reads every list
+  __syncthreads();
+  return nullptr;
+}
+
+/// The row's top k, sorted descending in shared memory, from every chunk's list (at least k real
+/// keys: every chunk listed at least min(K, its length)). Up to kLargeK, the bin of the K-th
+/// listed key by its distance below the row's largest logit (block_bin_prefix_below: the chunks'
+/// top keys crowd a few bins of their own bits), then the keys at or above it, gathered and
+/// sorted; past it, a radix select. Expects a cleared histogram. Called by the whole block.
+__device__ __forceinline__ const TopkKey* merge_every_list(unsigned k, uint32_t top, const ListedKeys& listed,
+                                                           BinHistogram<kFusedThreads>& histogram,
+                                                           BlockTopkStorage& storage) {
+  return k <= kLargeK ? block_topk_sorted_from_bins<kFusedThreads>(k, top, listed, histogram, storage)
+                      : block_topk_sorted<kFusedThreads>(k, listed, storage);
+}
+
+/// merge_every_list as a call, where it is the rare way out of the bound: inlined, its code sat
+/// between the bounded merge's steps, and the jump over it to the writes stalled on instruction
+/// fetch (ncu, 1 x 64M fp32 K = 50: most of that kernel's no-instruction samples). Out of line,
+/// with the quotient by a multiply, that merge took 6.6 us against 8.2 (H100, ncu).
+__device__ __noinline__ const TopkKey* merge_every_list_out_of_line(unsigned k, uint32_t top, const ListedKeys& listed,
+                                                                    BinHistogram<kFusedThreads>& histogram,
+                                                                    BlockTopkStorage& storage) {
+  return merge_every_list(k, top, listed, histogram, storage);
+}
+
+/// kBoundedByChunkMaxima: takes_chunk_maxima_bound, a kernel of its own so that the merge
+/// without it keeps its own code: built as one kernel with the bound, the merge that does not
+/// take it measured slower (4 x 4M f32 K = 50, 7.0 -> 11.5 us under ncu, H100).
+template <bool kBoundedByChunkMaxima>
 __global__ void __launch_bounds__(kFusedThreads)
     topk_split_k_merge_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w) {
   __shared__ SoftmaxState scratch[kFusedThreads / 32];
   __shared__ BinHistogram<kFusedThreads> histogram;
   __shared__ BlockTopkStorage storage;
+  __shared__ std::conditional_t<kBoundedByChunkMaxima, ChunkMaxima, NoChunkMaxima> maxima;
 
   histogram.clear();
   __syncthreads();  // the counts are zero before any add
@@ -333,18 +449,26 @@ __global__ void __launch_bounds__(kFusedThreads)
   const int64_t row = blockIdx.x;
   const auto k = static_cast<unsigned>(problem.k);
   const SoftmaxState* states = w.states + row * plan.chunks;
-  const ListedKeys listed{w.keys + row * plan.chunks * plan.list_capacity, plan.chunks * plan.list_capacity};
+  const TopkKey* lists = w.keys + row * plan.chunks * plan.list_capacity;
   SoftmaxState state = empty_state();
-  for (int64_t c = threadIdx.x; c < plan.chunks; c += kFusedThreads) state = merge(state, states[c], problem.k_exp);
+  for (int64_t c = threadIdx.x; c < plan.chunks; c += kFusedThreads) {
+    const SoftmaxState chunk = states[c];
+    state = merge(state, chunk, problem.k_exp);
+    if constexpr (kBoundedByChunkMaxima) maxima.value[c] = chunk.max;  // visible after block_reduce's barriers
+  }
   const RowOutput<kFusedThreads> write(problem, row, block_reduce<kFusedThreads / 32>(state, problem.k_exp, scratch));
   if (write.wrote_nan_row()) return;
-  // At least K real keys: every chunk listed at least min(K, its length). Up to kLargeK, the
-  // bin of the K-th listed key by its distance below the row's largest logit (block_bin_prefix_below:
-  // the chunks' top keys crowd a few bins of their own bits), then the keys at or above it,
-  // gathered and sorted.
   const uint32_t top = key_value_bits(write.normalizer.max);
-  const TopkKey* sorted = k <= kLargeK ? block_topk_sorted_from_bins<kFusedThreads>(k, top, listed, histogram, storage)
-                                       : block_topk_sorted<kFusedThreads>(k, listed, storage);
+  const ListedKeys listed{lists, plan.chunks * plan.list_capacity};
+  const TopkKey* sorted;
+  if constexpr (kBoundedByChunkMaxima) {
+    sorted = block_topk_sorted_above_chunk_maxima<kFusedThreads>(k, top, static_cast<unsigned>(plan.chunks), lists,
+                                                                 static_cast<unsigned>(plan.list_capacity), maxima,
+                                                                 histogram, storage);
+    if (sorted == nullptr) sorted = merge_every_list_out_of_line(k, top, listed, histogram, storage);
+  } else {
+    sorted = merge_every_list(k, top, listed, histogram, storage);
+  }
   for (unsigned j = threadIdx.x; j < k; j += kFusedThreads) write(j, sorted[j]);
 }
 
@@ -434,9 +558,11 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
   });
   // The merge goes programmatically whenever the device can (not only when the caller asked):
   // the chunk kernel is this op's own, and it lets the merge launch at once.
+  const auto merge_kernel = problem.k == 1                                 ? topk_split_k_argmax_merge_kernel
+                            : takes_chunk_maxima_bound(plan, problem.k) ? topk_split_k_merge_kernel<true>
+                                                                        : topk_split_k_merge_kernel<false>;
   KernelLaunch(dim3(static_cast<unsigned>(problem.rows)), kFusedThreads, 0, launch.stream)
-      .programmatic(sm90_image_loaded(device))(
-          problem.k == 1 ? topk_split_k_argmax_merge_kernel : topk_split_k_merge_kernel, problem, plan, w);
+      .programmatic(sm90_image_loaded(device))(merge_kernel, problem, plan, w);
 }
 
 }  // namespace softk::kernels

@@ -161,6 +161,17 @@ std::vector<TopkCase> input_cases() {
     p.tied_winners = true;
     add(out, s.dt, s.V, s.rows, s.k, Dist::adversarial_stride, p);
   }
+  // The merge's bound from the chunks' maxima (one row of 2^20+3 at K = 50: 163 chunks of 6448
+  // tokens, each listing 50 keys): K tied winners in as many chunks, so that the bound is their
+  // value and exactly they reach it; and K + 13, so that more keys tie at the bound than win and
+  // the lowest indices must.
+  for (int64_t count : {50, 63}) {
+    DistParams p = params_for(Dist::adversarial_stride, kV1M, 50);
+    p.tied_winners = true;
+    p.count = count;
+    p.stride = kV1M / count;
+    add(out, DType::f32, kV1M, 1, 50, Dist::adversarial_stride, p);
+  }
   // Row stride > V with garbage padding (NaN, FLT_MAX, +inf: a chunk that reads past V wins or
   // poisons the row) and a misaligned base, each with and without log-probs.
   for (DType dt : {DType::f32, DType::bf16})
@@ -310,7 +321,9 @@ std::vector<TopkCase> huge_cases() {
 // 256, selecting from their candidates (LLM-like) or, the candidate lists overflowing, from the
 // chunk itself (constant); K = 1's one-read chunks and the merge of their keys, on +inf at
 // 2^22+3, on NaN rows at 2^20+3 and on a masked row of 256000 in 1024-token chunks (auto), each
-// on a misaligned base. One cluster a row (topk_cluster.cu): constant rows (the select goes
+// on a misaligned base. The merge's bound from the chunks' maxima on the misaligned LLM-like row
+// of 2^20+3 at K = 50 (163 chunks), and its way out to every list on the constant rows of 2^22+3
+// and 300000. One cluster a row (topk_cluster.cu): constant rows (the select goes
 // down to the index bits, level by level; at K = 1024 the first CTA holds every candidate and
 // sorts ~2048), NaN rows on a misaligned base, +inf, a 16-CTA LLM-like bf16 row, K = 1024 over
 // 16 CTAs on a misaligned base (~1500 candidates in every CTA's runs) and on an ascending bf16
