@@ -51,8 +51,7 @@ struct ChunkEdges {
   RowSegment<T> segment;
   float edge;
 
-  __device__ __forceinline__ ChunkEdges(const T* data, int64_t first_index, int64_t length)
-      : segment(data, first_index, length), edge(0.0f) {}
+  __device__ __forceinline__ explicit ChunkEdges(const RowSegment<T>& chunk) : segment(chunk), edge(0.0f) {}
 
   /// After the body's loads are issued, so that the edge's joins them in flight.
   __device__ __forceinline__ void load_edge() {
@@ -73,8 +72,7 @@ template <typename T, int kVectors>
 struct RegisterChunk : ChunkEdges<T> {
   RawVector raw[kVectors];
 
-  __device__ __forceinline__ RegisterChunk(const T* data, int64_t first_index, int64_t length)
-      : ChunkEdges<T>(data, first_index, length) {
+  __device__ __forceinline__ explicit RegisterChunk(const RowSegment<T>& chunk) : ChunkEdges<T>(chunk) {
     const RawVector* body = this->segment.body();
 #pragma unroll
     for (int j = 0; j < kVectors; ++j) {
@@ -136,8 +134,8 @@ struct SharedChunk : ChunkEdges<T> {
   RawVector* held;
 
   /// Issues the copies of the body into `storage`; they are in flight until land().
-  __device__ __forceinline__ SharedChunk(const T* data, int64_t first_index, int64_t length, RawVector* storage)
-      : ChunkEdges<T>(data, first_index, length), held(storage) {
+  __device__ __forceinline__ SharedChunk(const RowSegment<T>& chunk, RawVector* storage)
+      : ChunkEdges<T>(chunk), held(storage) {
     const RawVector* body = this->segment.body();
 #pragma unroll 4
     for (int64_t v = threadIdx.x; v < this->segment.body_vectors; v += kClusterThreads)
@@ -197,19 +195,23 @@ __device__ __forceinline__ void for_each_held_key_at_least(const SharedChunk<T>&
 }
 
 /// CTA `rank`'s chunk of `row`: plan.chunk_length tokens from rank x chunk_length, clipped to V
-/// (a cluster's last CTAs may hold a short or an empty one). Its loads are in flight until
-/// land().
-template <typename T, int kVectors>
-__device__ __forceinline__ HeldChunk<T, kVectors> hold_chunk(const TopkProblem& problem, const ClusterTopkPlan& plan,
-                                                            int64_t row, unsigned rank) {
+/// (a cluster's last CTAs may hold a short or an empty one). Addresses only: no memory is read.
+template <typename T>
+__device__ __forceinline__ RowSegment<T> chunk_of_row(const TopkProblem& problem, const ClusterTopkPlan& plan,
+                                                      int64_t row, unsigned rank) {
   // Clamped: a rank past the row's end holds nothing, and its pointer stays within the row.
   const int64_t begin = min(int64_t{rank} * plan.chunk_length, problem.vocab);
   const int64_t length = max(int64_t{0}, min(plan.chunk_length, problem.vocab - begin));
-  const T* data = row_pointer<T>(problem.logits, row, problem.row_stride) + begin;
+  return RowSegment<T>(row_pointer<T>(problem.logits, row, problem.row_stride) + begin, begin, length);
+}
+
+/// The chunk's loads, in flight until land().
+template <typename T, int kVectors>
+__device__ __forceinline__ HeldChunk<T, kVectors> hold_chunk(const RowSegment<T>& chunk) {
   if constexpr (kVectors == kHeldInShared)
-    return SharedChunk<T>(data, begin, length, dynamic_shared_vectors());
+    return SharedChunk<T>(chunk, dynamic_shared_vectors());
   else
-    return RegisterChunk<T, kVectors>(data, begin, length);
+    return RegisterChunk<T, kVectors>(chunk);
 }
 
 }  // namespace softk::kernels

@@ -133,13 +133,25 @@ struct ClusterCta {
   int64_t row;
 };
 
-/// Every cluster kernel's first step: wait for the previous grid (programmatic launch), then
-/// find the CTA's place.
-__device__ __forceinline__ ClusterCta enter_row_cluster() {
-  enter_after_previous_grid();
+/// Every cluster kernel's first step: the CTA's place and its chunk's addresses, worked out before
+/// it waits for the previous grid (a programmatic launch: the CTA is resident early, and that
+/// work, ~50 dependent instructions, is off the path from the previous grid's end to the loads),
+/// then the wait, then the chunk's loads.
+template <typename T, int kVectors>
+struct EnteredCta {
+  ClusterCta cta;
+  HeldChunk<T, kVectors> held;
+};
+
+template <typename T, int kVectors>
+__device__ __forceinline__ EnteredCta<T, kVectors> enter_row_cluster(const TopkProblem& problem,
+                                                                     const ClusterTopkPlan& plan) {
   const cg::cluster_group cluster = cg::this_cluster();
   const unsigned rank = cluster.block_rank();
-  return {cluster, rank, rank == 0, static_cast<int64_t>(blockIdx.y)};
+  const auto row = static_cast<int64_t>(blockIdx.y);
+  const RowSegment<T> chunk = chunk_of_row<T>(problem, plan, row, rank);
+  enter_after_previous_grid();
+  return {{cluster, rank, rank == 0, row}, hold_chunk<T, kVectors>(chunk)};
 }
 
 /// Step 1 without counts (the K = 1 and the bounded kernels): folds the CTA's chunk into (m, d)
@@ -169,10 +181,8 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     topk_cluster_kernel(TopkProblem problem, ClusterTopkPlan plan) {
 #if __CUDA_ARCH__ >= 900
   ClusterShared& s = cluster_shared();
-  const ClusterCta cta = enter_row_cluster();
+  const auto [cta, held] = enter_row_cluster<T, kVectors>(problem, plan);
   const auto k = static_cast<unsigned>(problem.k);
-
-  const HeldChunk<T, kVectors> held = hold_chunk<T, kVectors>(problem, plan, cta.row, cta.rank);
 
   s.counting.local.clear();
   if (threadIdx.x == 0) {
@@ -243,9 +253,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
 #if __CUDA_ARCH__ >= 900
   __shared__ SoftmaxState warp_states[kClusterWarps];
   __shared__ TopkKey warp_best[kClusterWarps];
-  const ClusterCta cta = enter_row_cluster();
-
-  const HeldChunk<T, kVectors> held = hold_chunk<T, kVectors>(problem, plan, cta.row, cta.rank);
+  const auto [cta, held] = enter_row_cluster<T, kVectors>(problem, plan);
   held.land();
 
   fold_largest_a_warp(held, problem.k_exp, warp_states, warp_best);
@@ -284,12 +292,10 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     topk_cluster_bounded_kernel(TopkProblem problem, ClusterTopkPlan plan) {
 #if __CUDA_ARCH__ >= 900
   BoundedShared& s = bounded_shared();
-  const ClusterCta cta = enter_row_cluster();
+  const auto [cta, held] = enter_row_cluster<T, kVectors>(problem, plan);
   const auto k = static_cast<unsigned>(problem.k);
   const unsigned ctas = cta.cluster.num_blocks();
   const unsigned q = bound_depth(k, ctas);
-
-  const HeldChunk<T, kVectors> held = hold_chunk<T, kVectors>(problem, plan, cta.row, cta.rank);
   if (threadIdx.x == 0) {
     s.appended = s.selected = 0;
     s.mail.init(ctas - 1);
