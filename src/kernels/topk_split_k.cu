@@ -22,11 +22,11 @@
 //            K-th largest chunk maximum bounds the row's K-th key from below, and only the
 //            lists of the chunks whose maximum reaches it are read
 //            (block_topk_sorted_above_chunk_maxima); else, and where that bound passes too
-//            many keys, up to K = 256 a
-//            histogram of the listed keys by distance below the row's largest logit gives the
-//            bin of the K-th largest (the keys' own bits, 12 at a time, where it holds too
-//            many) and the keys at or above it are gathered and sorted; past it, a radix select
-//            over the lists; at K = 1 the largest of the chunks' keys.
+//            many keys, up to K = 256 a histogram of the listed keys by distance below the
+//            row's largest logit gives the bin of the K-th largest (the keys' own bits, 12 at a
+//            time, where it holds too many) and the keys at or above it are gathered and
+//            sorted; past it, a radix select over the lists; at K = 1 the largest of the
+//            chunks' keys.
 // The kernel boundary is the grid-wide barrier between the two. Forced split-k chunks a row by
 // V, K and the SM count only, so a row gets the same bits whatever batch it sits in; under
 // `automatic` (SplitSizing::per_batch) the rows of a batch share one wave of chunk blocks, as
@@ -337,7 +337,7 @@ constexpr unsigned kMaxBoundingChunks = 1024;
 /// (the bound), and more listed keys than one round of loads reads, where the two passes over
 /// every list cost two rounds or more. 4 rows of 1M-16M at K = 50 (66 chunks, 3,300 listed keys
 /// a row: one round a pass) read 0.96-0.99x through the bound, where it passes ~2 K keys to sort
-/// (H100, one run).
+/// (H100, one run); 1-2 rows of 1M-64M took it at 1.006-1.37x (H100 and H200).
 constexpr bool takes_chunk_maxima_bound(const SplitTopkPlan& plan, int32_t k) {
   return k <= kLargeK && plan.chunks >= k && plan.chunks <= kMaxBoundingChunks &&
          plan.chunks * plan.list_capacity > kListedKeysARound;
@@ -360,9 +360,9 @@ struct NoChunkMaxima {};
 /// the row's k-th key, and every winner, is at least as large; a chunk whose maximum is below it
 /// holds none; and every winner is in its chunk's list. Why: on logits the bound passes k to 2 k
 /// keys in ~k lists, so one round of loads reads them where the histogram's two passes read every
-/// list (1 x 64M fp32, K = 50: 264 lists, 13,200 keys; the merge 9.9 -> 6.6 us under ncu, H100). Expects a cleared histogram (as
-/// block_bin_prefix_below) and leaves it cleared where it returns nullptr. Called by the whole
-/// block.
+/// list (1 x 64M fp32, K = 50: 264 lists, 13,200 keys; the merge 9.9 -> 6.6 us under ncu, H100).
+/// Expects a cleared histogram (as block_bin_prefix_below) and leaves it cleared where it returns
+/// nullptr. Called by the whole block.
 template <int kThreads>
 __device__ const TopkKey* block_topk_sorted_above_chunk_maxima(unsigned k, uint32_t top, unsigned chunks,
                                                                const TopkKey* lists, unsigned list_capacity,
