@@ -308,6 +308,24 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
 constexpr int kListLoadsInFlight = 8;
 constexpr int64_t kListedKeysARound = int64_t{kListLoadsInFlight} * kFusedThreads;
 
+/// Visits the keys of list slots 0 .. slots - 1 across the block, skipping the padding, with
+/// kListLoadsInFlight loads in flight a thread: slot i is lists[place(i)], asked only for
+/// i < slots.
+template <typename Index, typename Place, typename Visit>
+__device__ __forceinline__ void visit_list_slots(const TopkKey* lists, Index slots, Place&& place, Visit&& visit) {
+  for (Index base = threadIdx.x; base < slots; base += kListLoadsInFlight * kFusedThreads) {
+    TopkKey keys[kListLoadsInFlight];
+#pragma unroll
+    for (int u = 0; u < kListLoadsInFlight; ++u) {
+      const Index i = base + static_cast<Index>(u) * kFusedThreads;
+      keys[u] = i < slots ? lists[place(i)] : kEmptyKey;
+    }
+#pragma unroll
+    for (int u = 0; u < kListLoadsInFlight; ++u)
+      if (keys[u] != kEmptyKey) visit(keys[u]);
+  }
+}
+
 /// Visits every listed key of a row (skipping the padding) across the block.
 struct ListedKeys {
   const TopkKey* lists;
@@ -315,17 +333,7 @@ struct ListedKeys {
 
   template <typename Visit>
   __device__ __forceinline__ void operator()(Visit&& visit) const {
-    for (int64_t base = threadIdx.x; base < slots; base += kListedKeysARound) {
-      TopkKey keys[kListLoadsInFlight];
-#pragma unroll
-      for (int u = 0; u < kListLoadsInFlight; ++u) {
-        const int64_t i = base + int64_t{u} * kFusedThreads;
-        keys[u] = i < slots ? lists[i] : kEmptyKey;
-      }
-#pragma unroll
-      for (int u = 0; u < kListLoadsInFlight; ++u)
-        if (keys[u] != kEmptyKey) visit(keys[u]);
-    }
+    visit_list_slots(lists, slots, [](int64_t i) { return i; }, visit);
   }
 };
 
@@ -363,22 +371,21 @@ struct NoChunkMaxima {};
 /// list (1 x 64M fp32, K = 50: 264 lists, 13,200 keys; the merge 9.9 -> 6.6 us under ncu, H100).
 /// Expects a cleared histogram (as block_bin_prefix_below) and leaves it cleared where it returns
 /// nullptr. Called by the whole block.
-template <int kThreads>
 __device__ const TopkKey* block_topk_sorted_above_chunk_maxima(unsigned k, uint32_t top, unsigned chunks,
                                                                const TopkKey* lists, unsigned list_capacity,
-                                                               ChunkMaxima& maxima, BinHistogram<kThreads>& histogram,
+                                                               ChunkMaxima& maxima,
+                                                               BinHistogram<kFusedThreads>& histogram,
                                                                BlockTopkStorage& storage) {
   if (threadIdx.x == 0) maxima.reaching_count = storage.count = 0;  // the select starts with a barrier
   // A key a chunk: its maximum, made unique by the chunk's number, for a select that may descend
   // to the low bits where maxima tie.
   const auto chunk_maxima = [&](auto&& visit) {
-    for (unsigned c = threadIdx.x; c < chunks; c += kThreads) visit(make_key(maxima.value[c], c));
+    for (unsigned c = threadIdx.x; c < chunks; c += kFusedThreads) visit(make_key(maxima.value[c], c));
   };
   const BinPrefix cut = block_bin_prefix_below(top, k, kMaxBoundingChunks, chunk_maxima, histogram);
   // The prefix is at most the k-th largest maximum's key, so its value bits are at most its value's.
   const auto floor_bits = static_cast<uint32_t>(cut.prefix >> 32);
-  const TopkKey floor = TopkKey{floor_bits} << 32;
-  for (unsigned c = threadIdx.x; c < chunks; c += kThreads)
+  for (unsigned c = threadIdx.x; c < chunks; c += kFusedThreads)
     if (key_value_bits(maxima.value[c]) >= floor_bits) maxima.reaching[atomicAdd(&maxima.reaching_count, 1u)] = c;
   __syncthreads();
   const unsigned slots = maxima.reaching_count * list_capacity;
@@ -387,24 +394,19 @@ __device__ const TopkKey* block_topk_sorted_above_chunk_maxima(unsigned k, uint3
   // list_capacity, and a list holds at most K + K / 2 <= 384 keys here; list_capacity >= K >= 2):
   // a division is ~20 dependent instructions before each load.
   const unsigned reciprocal = 0xFFFFFFFFu / list_capacity + 1u;
-  for (unsigned base = threadIdx.x; base < slots; base += kListLoadsInFlight * kThreads) {
-    TopkKey keys[kListLoadsInFlight];
-#pragma unroll
-    for (unsigned u = 0; u < kListLoadsInFlight; ++u) {
-      const unsigned i = base + u * kThreads;
-      const unsigned list = __umulhi(i, reciprocal);
-      keys[u] = i < slots ? lists[(maxima.reaching[list] - list) * list_capacity + i] : kEmptyKey;
-    }
-#pragma unroll
-    for (unsigned u = 0; u < kListLoadsInFlight; ++u)
-      if (keys[u] != kEmptyKey && keys[u] >= floor) {
-        const unsigned slot = atomicAdd(&storage.count, 1u);
-        if (slot < kMaxFastTopK) storage.winners[slot] = keys[u];
-      }
-  }
+  const auto reaching_keys = [&](auto&& visit) {
+    visit_list_slots(
+        lists, slots,
+        [&](unsigned i) {
+          const unsigned list = __umulhi(i, reciprocal);
+          return (maxima.reaching[list] - list) * list_capacity + i;
+        },
+        visit);
+  };
+  append_keys_at_least(TopkKey{floor_bits} << 32, reaching_keys, &storage.count, storage.winners, kMaxFastTopK);
   __syncthreads();
   const unsigned gathered = storage.count;  // >= k: the k chunks' maxima
-  if (gathered <= kMaxFastTopK) return block_sort_winners<kThreads>(gathered, storage);
+  if (gathered <= kMaxFastTopK) return block_sort_winners<kFusedThreads>(gathered, storage);
   histogram.clear();  // a tied or flat row: the caller reads every list
   __syncthreads();
   return nullptr;
@@ -462,9 +464,8 @@ __global__ void __launch_bounds__(kFusedThreads)
   const ListedKeys listed{lists, plan.chunks * plan.list_capacity};
   const TopkKey* sorted;
   if constexpr (kBoundedByChunkMaxima) {
-    sorted = block_topk_sorted_above_chunk_maxima<kFusedThreads>(k, top, static_cast<unsigned>(plan.chunks), lists,
-                                                                 static_cast<unsigned>(plan.list_capacity), maxima,
-                                                                 histogram, storage);
+    sorted = block_topk_sorted_above_chunk_maxima(k, top, static_cast<unsigned>(plan.chunks), lists,
+                                                  static_cast<unsigned>(plan.list_capacity), maxima, histogram, storage);
     if (sorted == nullptr) sorted = merge_every_list_out_of_line(k, top, listed, histogram, storage);
   } else {
     sorted = merge_every_list(k, top, listed, histogram, storage);
