@@ -39,7 +39,6 @@
 #include "kernels/block_radix_select.cuh"
 #include "kernels/block_topk.cuh"
 #include "kernels/cluster_chunk.cuh"
-#include "kernels/cluster_finish.cuh"
 #include "kernels/cluster_shared.cuh"
 #include "kernels/cluster_signal.cuh"
 #include "kernels/cluster_threshold.cuh"
@@ -194,18 +193,18 @@ __device__ __forceinline__ void share_row_state(BoundedShared& s, unsigned ctas,
 }
 
 /// This CTA's region and its count into region `rank` of every other CTA, each announced by one
-/// arrival at that CTA's mailbox (the leader's counting the row's state too): a warp a receiver,
-/// the region by one bulk copy. After fill_region (its fence and barrier).
+/// arrival at that CTA's mailbox (the leader's counting the row's state too): lane 0 of warp `to`
+/// sends to CTA `to`, the region by one bulk copy. After fill_region (its fence and barrier).
 __device__ __forceinline__ void share_region(BoundedShared& s, unsigned ctas, unsigned rank, unsigned count) {
+  static_assert(kClusterWarps >= kLargeCluster, "a warp a receiver");
+  const unsigned to = threadIdx.x / 32;
+  if (threadIdx.x % 32 != 0 || to >= ctas || to == rank) return;
   // Whole 16-byte units: an odd count carries one slot past it, which the receiver never reads.
   const unsigned bytes = (count * static_cast<unsigned>(sizeof(TopkKey)) + 15u) / 16u * 16u;
   const unsigned state_bytes = rank == 0 ? static_cast<unsigned>(sizeof(SoftmaxState)) : 0u;
-  for (unsigned to = threadIdx.x / 32; to < ctas; to += kClusterWarps) {
-    if (to == rank || threadIdx.x % 32 != 0) continue;
-    if (bytes != 0) send_bulk(s.regions[rank], s.regions[rank], bytes, s.mail, to);
-    send(&s.region_counts[rank], count, s.mail, to);
-    arrive_expecting(s.mail, to, bytes + static_cast<unsigned>(sizeof(unsigned)) + state_bytes);
-  }
+  if (bytes != 0) send_bulk(s.regions[rank], s.regions[rank], bytes, s.mail, to);
+  send(&s.region_counts[rank], count, s.mail, to);
+  arrive_expecting(s.mail, to, bytes + static_cast<unsigned>(sizeof(unsigned)) + state_bytes);
 }
 
 /// Once every region has landed and s.own_ranks is zeroed: this CTA's keys written where they rank
