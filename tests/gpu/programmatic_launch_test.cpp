@@ -9,8 +9,9 @@
 // enough (tens of microseconds) that an early read would land inside it. The chains reach the
 // fused kernel, split-k's one-cluster form, and the two-launch split-k: its merge is always
 // programmatic on sm_90+, and its chunks are where they are more than one block an SM (each
-// kind: 264 one-read argmax chunks a row of 2^22+3 at K = 1; at K = 50 163 a row, binned at
-// 2^20+3 and fused at 2^22+3; 132 SMs). Before sm_90 the option is ignored and the chains still run.
+// kind: 264 one-read argmax chunks a row of 2^22+3 at K = 1; at K = 50 257 binned chunks a row
+// of 2^20+3 and 163 span chunks a row of 2^22+3; 132 SMs). Before sm_90 the option is ignored and
+// the chains still run.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -122,7 +123,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Chain{"split_k_then_two_launch_split_k", 2, (int64_t{1} << 22) + 3, SA::split_k, TA::split_k, 256},
                       Chain{"split_k_then_argmax_chunks", 2, (int64_t{1} << 22) + 3, SA::split_k, TA::split_k, 1},
                       Chain{"split_k_then_binned_chunks", 2, (int64_t{1} << 20) + 3, SA::split_k, TA::split_k, 50},
-                      Chain{"split_k_then_fused_chunks", 1, (int64_t{1} << 22) + 3, SA::split_k, TA::split_k, 50},
+                      Chain{"split_k_then_span_chunks", 1, (int64_t{1} << 22) + 3, SA::split_k, TA::split_k, 50},
                       Chain{"auto_then_auto", 1, 128256, SA::automatic, TA::automatic, 50}),
     [](const ::testing::TestParamInfo<Chain>& info) { return std::string(info.param.name); });
 

@@ -161,10 +161,10 @@ std::vector<TopkCase> input_cases() {
     p.tied_winners = true;
     add(out, s.dt, s.V, s.rows, s.k, Dist::adversarial_stride, p);
   }
-  // The merge's bound from the chunks' maxima (one row of 2^20+3 at K = 50: 163 chunks of 6448
-  // tokens, each listing 50 keys): K tied winners in as many chunks, so that the bound is their
-  // value and exactly they reach it; and K + 13, so that more keys tie at the bound than win and
-  // the lowest indices must.
+  // The merge's bound from the chunks' maxima (one row of 2^20+3 at K = 50: on 132 SMs, 257
+  // binned chunks of 4096 tokens, each listing its keys from its K-th key's bin up): K tied
+  // winners in as many chunks, so that the bound is their value and exactly they reach it; and
+  // K + 13, so that more keys tie at the bound than win and the lowest indices must.
   for (int64_t count : {50, 63}) {
     DistParams p = params_for(Dist::adversarial_stride, kV1M, 50);
     p.tied_winners = true;
@@ -322,8 +322,8 @@ std::vector<TopkCase> huge_cases() {
 // chunk itself (constant); K = 1's one-read chunks and the merge of their keys, on +inf at
 // 2^22+3, on NaN rows at 2^20+3 and on a masked row of 256000 in 1024-token chunks (auto), each
 // on a misaligned base. The merge's bound from the chunks' maxima on the misaligned LLM-like row
-// of 2^20+3 at K = 50 (163 chunks), and its way out to every list on the constant rows of 2^22+3
-// and 300000. One cluster a row (topk_cluster.cu): constant rows (the select goes
+// of 2^20+3 at K = 50 (257 chunks on 132 SMs), and its way out to every list on the constant
+// rows of 2^22+3 and 300000. One cluster a row (topk_cluster.cu): constant rows (the select goes
 // down to the index bits, level by level; at K = 1024 the first CTA holds every candidate and
 // sorts ~2048), NaN rows on a misaligned base, +inf, a 16-CTA LLM-like bf16 row, K = 1024 over
 // 16 CTAs on a misaligned base (~1500 candidates in every CTA's runs) and on an ascending bf16
