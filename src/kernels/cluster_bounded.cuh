@@ -15,8 +15,13 @@
 // ~10: by clock64 on 1 x 128256 f32 K = 50 (H100, 2026-11-24), ~6,350 cycles to W, ~1,600 to
 // fill a region, ~800 until every region has landed, ~1,200 to rank and ~650 to write, ~10,700
 // in all against ~13,000 at the leader (1.14-1.25x on batches of up to 256000 tokens at K = 50).
+// The fill has since shed ~550-1,300 cycles (RegisterChunk::for_each_key_at_least).
 // The row's (m, d) is the leader's warp 1's alone, mailed: merged by every CTA, the cluster's
-// 16 x 256 remote reads took ~2,900 cycles after the barrier instead of ~1,200.
+// 16 x 256 remote reads took ~2,900 cycles after the barrier instead of ~1,200. The leader's fill
+// waits for that merge, but taking it off the fill lost in three forms (batches of up to 256000
+// tokens at K = 50, H100, 2026-11-24): merged after the fill and mailed apart, 0.92-1.00x; its
+// remote reads before the fill and the merge after, 0.94-1.04x; every CTA's warp states sent to
+// every CTA by bulk copies, each merging its own, 0.91-0.98x.
 //
 // The bound. CTA r's bound b_r is the q-th largest of its warps' largest keys, q = ceil(K / CTAs):
 // the CTA holds q keys >= b_r (one a warp). So the cluster holds at least q x CTAs >= K keys >=
@@ -164,7 +169,7 @@ __device__ unsigned fill_region(BoundedShared& s, const Chunk& held, float held_
                                 unsigned rank) {
   const auto at_least = [&](TopkKey threshold) {
     return [&held, held_max, threshold](auto&& visit) {
-      if (held_max >= key_threshold(threshold)) for_each_held_key_at_least_by_value(held, threshold, visit);
+      if (held_max >= key_threshold(threshold)) held.for_each_key_at_least(threshold, visit);
     };
   };
   append_keys_at_least(floor, at_least(floor), &s.appended, s.regions[rank], kBoundedRegionKeys);

@@ -99,6 +99,49 @@ struct RegisterChunk : ChunkEdges<T> {
       }
     }
   }
+
+  /// Visits every held key at or above `prefix`, where few are (a thread holding one): a mask of
+  /// the vectors whose maximum reaches the prefix's value, then one copy of the per-element code
+  /// for whichever vectors it names. Why: on the path every CTA of the bounded kernel waits on
+  /// (its fill), the element-by-element visit, unrolled over every vector, took a thread ~1,300
+  /// cycles for 16 fp32 elements and ~2,200 for 32, ~1,500 and ~2,900 where its code was not yet
+  /// in the SM's instruction cache; this takes ~750 and ~900 either way (clock64, 1 x 128256 and
+  /// 1 x 256000 at K = 50, H100), and the bounded kernel's 16-bit forms no longer spill.
+  template <typename Visit>
+  __device__ __forceinline__ void for_each_key_at_least(TopkKey prefix, Visit&& visit) const {
+    constexpr int W = kVectorWidth<T>;
+    const float floor = key_threshold(prefix);
+    this->visit_edge([&](const auto& group) {
+      const TopkKey key = make_key(group.x[0][0], this->segment.first_index + group.offset[0]);
+      if (key >= prefix) visit(key);
+    });
+    unsigned reaching = 0;  // bit j: vector j's maximum reaches the floor
+#pragma unroll
+    for (int j = 0; j < kVectors; ++j) {
+      ElementGroup<1, W> group;
+      fill_runs<T>(group, raw + j);
+      const int64_t v = threadIdx.x + int64_t{j} * kClusterThreads;
+      if (v < this->segment.body_vectors && group.max >= floor) reaching |= 1u << j;
+    }
+    while (reaching != 0) {
+      const int j = __ffs(reaching) - 1;
+      reaching &= reaching - 1;
+      RawVector vector = raw[0];
+#pragma unroll
+      for (int c = 1; c < kVectors; ++c) vector = c == j ? raw[c] : vector;  // selects: raw stays in registers
+      float x[W];
+      widen<T>(vector, x);
+      const int64_t v = threadIdx.x + int64_t{j} * kClusterThreads;
+      const int64_t first = this->segment.first_index + this->segment.body_offset(v);
+#pragma unroll
+      for (int i = 0; i < W; ++i) {
+        if (x[i] >= floor) {
+          const TopkKey key = make_key(x[i], first + i);
+          if (key >= prefix) visit(key);
+        }
+      }
+    }
+  }
 };
 
 /// A top-k kernel's dynamic shared memory: its ClusterShared, then (plan.shared_bytes) a
@@ -175,8 +218,10 @@ __device__ __forceinline__ void for_each_held_key_at_least(const Chunk& held, To
 
 /// The same, where an element forms its key only once its value reaches the prefix's (a
 /// necessary condition: key_threshold), a few percent of them: for scans that are
-/// instruction-bound (a shared-memory chunk's 33-64 elements a thread) or on the path every CTA
-/// waits on (topk_cluster_bounded_kernel).
+/// instruction-bound (a shared-memory chunk's 33-64 elements a thread). (A chunk in registers on
+/// the bounded kernel's path takes RegisterChunk::for_each_key_at_least; the threshold kernels'
+/// finishes keep the visit above, whose registers the vector mask would add to: their fp32
+/// 8-vector forms went from 20-36 to 148-168 bytes of spills.)
 template <typename Chunk, typename Visit>
 __device__ __forceinline__ void for_each_held_key_at_least_by_value(const Chunk& held, TopkKey prefix, Visit&& visit) {
   const float floor = key_threshold(prefix);
