@@ -16,12 +16,14 @@
 // fill a region, ~800 until every region has landed, ~1,200 to rank and ~650 to write, ~10,700
 // in all against ~13,000 at the leader (1.14-1.25x on batches of up to 256000 tokens at K = 50).
 // The fill has since shed ~550-1,300 cycles (RegisterChunk::for_each_key_at_least).
-// The row's (m, d) is the leader's warp 1's alone, mailed: merged by every CTA, the cluster's
-// 16 x 256 remote reads took ~2,900 cycles after the barrier instead of ~1,200. The leader's fill
-// waits for that merge, but taking it off the fill lost in three forms (batches of up to 256000
-// tokens at K = 50, H100, 2026-11-24): merged after the fill and mailed apart, 0.92-1.00x; its
-// remote reads before the fill and the merge after, 0.94-1.04x; every CTA's warp states sent to
-// every CTA by bulk copies, each merging its own, 0.91-0.98x.
+// The row's (m, d) is the leader's warp 1's alone, from every CTA's warp states mailed to it,
+// and mailed back with its region: merged by every CTA from remote reads, the cluster's 16 x 256
+// remote reads took ~2,900 cycles after the barrier where the leader's alone took ~1,200. The
+// leader's fill waits for that merge, but taking it off the fill lost in three forms (batches of
+// up to 256000 tokens at K = 50, H100, 2026-11-24, with the states read remotely): merged after the
+// fill and mailed apart, 0.92-1.00x; its remote reads before the fill and the merge after,
+// 0.94-1.04x; every CTA's warp states sent to every CTA by bulk copies, each merging its own,
+// 0.91-0.98x.
 //
 // The bound. CTA r's bound b_r is the q-th largest of its warps' largest keys, q = ceil(K / CTAs):
 // the CTA holds q keys >= b_r (one a warp). So the cluster holds at least q x CTAs >= K keys >=
@@ -62,11 +64,13 @@ constexpr int32_t kBoundedMaxK = 64;
 constexpr unsigned kBoundedRegionKeys = 64;
 static_assert(kBoundedRegionKeys >= static_cast<unsigned>(kBoundedMaxK), "a CTA's own top K fits its region");
 
-/// What a CTA tells the others before the cluster barrier.
-struct CtaBound {
+/// What a CTA mails every other CTA once its warps have folded their elements.
+struct alignas(16) CtaBound {
   TopkKey bound;  ///< b_r, kEmptyKey where fewer than q warps hold a key
   unsigned nan;   ///< nonzero where a warp's (m, d) holds NaN: the row is reported whole
+  unsigned unused;
 };
+static_assert(sizeof(CtaBound) == 16, "one 16-byte st.async");
 
 struct RowBound {
   TopkKey floor;  ///< W: every winner is >= it
@@ -74,11 +78,14 @@ struct RowBound {
 };
 
 struct BoundedShared {
-  SoftmaxState warp_states[kClusterWarps];
+  /// The warp states by CTA: this CTA's own from its fold, and in the leader every other CTA's, mailed.
+  alignas(16) SoftmaxState warp_states[kLargeCluster][kClusterWarps];
   TopkKey warp_best[kClusterWarps];
-  CtaBound cta;
-  RowBound row_bound;   ///< W as this CTA's warp 0 read it
-  ClusterMailbox mail;  ///< one arrival from every other CTA, counting its region's keys and their count
+  CtaBound bounds[kLargeCluster];  ///< by CTA: this CTA's own, and every other CTA's, mailed
+  RowBound row_bound;              ///< W as this CTA's warp 0 read it
+  ClusterMailbox bounds_mail;      ///< the other CTAs' bounds: one arrival, the owner's expect
+  ClusterMailbox states_mail;      ///< in the leader, the other CTAs' warp states: one arrival, its expect
+  ClusterMailbox mail;             ///< one arrival from every other CTA, counting its region's keys and their count
   unsigned appended;    ///< keys >= W this CTA met (past kBoundedRegionKeys, only the first are kept)
   unsigned selected;    ///< the CTA's own top K, where it met too many
   unsigned region_counts[kLargeCluster];  ///< the keys in each CTA's region
@@ -104,10 +111,22 @@ __device__ __forceinline__ BoundedShared& bounded_shared() {
   return *reinterpret_cast<BoundedShared*>(cluster_dynamic_shared());
 }
 
-/// Warp 0, once its CTA's warp results are visible: b_r and the CTA's NaN flag into s.cta. Lane
-/// w counts the warps' keys above warp w's by broadcast reads, on the path to every CTA's cluster
-/// barrier (~700-780 cycles by clock64, where shuffling the keys took ~850).
-__device__ __forceinline__ void publish_cta_bound(BoundedShared& s, unsigned q) {
+/// One thread of every CTA, first: its mailboxes, expecting every other CTA's bound and, in the
+/// leader, their warp states. Ready for sends once every CTA has passed a cluster barrier after it.
+__device__ __forceinline__ void init_bounded_mail(BoundedShared& s, unsigned ctas, bool leader) {
+  s.mail.init(ctas - 1);
+  s.bounds_mail.init();
+  s.bounds_mail.expect((ctas - 1) * static_cast<unsigned>(sizeof(CtaBound)));
+  if (leader) {
+    s.states_mail.init();
+    s.states_mail.expect((ctas - 1) * static_cast<unsigned>(sizeof(s.warp_states[0])));
+  }
+}
+
+/// Warp 0, once its CTA's warp results are visible: b_r and the CTA's NaN flag, to every lane. Lane
+/// w counts the warps' keys above warp w's by broadcast reads (~700-780 cycles by clock64, where
+/// shuffling the keys took ~850).
+__device__ __forceinline__ CtaBound cta_bound(const BoundedShared& s, unsigned q, unsigned rank) {
   const unsigned lane = threadIdx.x % 32;
   const TopkKey key = lane < kClusterWarps ? s.warp_best[lane] : kEmptyKey;
   unsigned above = 0;  // warps with a larger key than this lane's
@@ -117,24 +136,32 @@ __device__ __forceinline__ void publish_cta_bound(BoundedShared& s, unsigned q) 
   // hold a key (empty keys tie below them all): then there is no bound.
   const unsigned at_depth = __ballot_sync(0xffffffffu, key != kEmptyKey && above == q - 1);
   const TopkKey bound = at_depth != 0 ? s.warp_best[__ffs(at_depth) - 1] : kEmptyKey;
-  const float sum = lane < kClusterWarps ? s.warp_states[lane].sum : 0.0f;
+  const float sum = lane < kClusterWarps ? s.warp_states[rank][lane].sum : 0.0f;
   const unsigned nan = __any_sync(0xffffffffu, sum != sum);
-  if (lane == 0) s.cta = {bound, nan};
+  return {bound, nan, 0};
 }
 
-/// Warp 0, after the cluster barrier: W and the row's NaN flag from every CTA's CtaBound (one
-/// remote round trip), into s.row_bound for the CTA's other warps. (Every warp reading them
-/// itself sent 512 remote loads at each CTA's one address: ~5,000 cycles, where this takes a
-/// round trip and a barrier.)
-__device__ __forceinline__ void publish_row_bound(const cg::cluster_group& cluster, BoundedShared& s, unsigned k,
-                                                  unsigned q) {
+/// Warp 0, once its CTA's warp results are visible and every mailbox is ready: this CTA's bound
+/// mailed to every other CTA (lane r to CTA r), then W and the row's NaN flag from every CTA's,
+/// into s.row_bound for the CTA's other warps. Why mailed: read remotely after a cluster barrier,
+/// the bounds took that barrier (~390 cycles) and a remote round trip on the path every CTA waits
+/// on; and every warp reading them itself sent 512 remote loads at each CTA's one address.
+__device__ __forceinline__ void publish_row_bound(BoundedShared& s, unsigned k, unsigned q, unsigned ctas,
+                                                  unsigned rank) {
   const unsigned lane = threadIdx.x % 32;
+  const CtaBound own = cta_bound(s, q, rank);
+  if (lane < ctas && lane != rank) {
+    uint4 bits;
+    memcpy(&bits, &own, sizeof bits);
+    send(reinterpret_cast<const uint4*>(&s.bounds[rank]), bits, s.bounds_mail, lane);
+  }
+  s.bounds_mail.wait(0);
   TopkKey bound = kEmptyKey;
   unsigned nan = 0;
-  if (lane < cluster.num_blocks()) {
-    const CtaBound* cta = cluster.map_shared_rank(&s.cta, lane);
-    bound = cta->bound;
-    nan = cta->nan;
+  if (lane < ctas) {
+    const CtaBound cta = lane == rank ? own : s.bounds[lane];
+    bound = cta.bound;
+    nan = cta.nan;
   }
   const unsigned vouching = __ballot_sync(0xffffffffu, bound != kEmptyKey);
   const TopkKey lowest = ~warp_max(bound != kEmptyKey ? ~bound : TopkKey{0});  // the least bound
@@ -182,6 +209,27 @@ __device__ unsigned fill_region(BoundedShared& s, const Chunk& held, float held_
   fence_shared_for_bulk_copy();
   __syncthreads();
   return k;  // unique keys: exactly k are >= the k-th
+}
+
+/// Warp 1 of every CTA but the leader, once its warp states are fenced for bulk copies and every
+/// mailbox is ready: them into the leader's slot `rank`, by one bulk copy.
+__device__ __forceinline__ void send_warp_states_to_leader(BoundedShared& s, unsigned rank) {
+  constexpr auto kBytes = static_cast<unsigned>(sizeof(s.warp_states[0]));
+  static_assert(kBytes % 16 == 0, "whole 16-byte units");
+  if (threadIdx.x % 32 == 0) send_bulk(s.warp_states[rank], s.warp_states[rank], kBytes, s.states_mail, 0);
+}
+
+/// The leader's warp 1, once the other CTAs' warp states have landed: the row's (m, d), merged
+/// as merge_row_state merges them (the K = 1 kernel's bits), from its own shared memory.
+__device__ __forceinline__ SoftmaxState merge_mailed_states(BoundedShared& s, unsigned ctas, float k_exp) {
+  s.states_mail.wait(0);
+  SoftmaxState states[kStatesPerLane];
+#pragma unroll
+  for (int i = 0; i < kStatesPerLane; ++i) {
+    const unsigned slot = (threadIdx.x % 32) * kStatesPerLane + i;
+    states[i] = slot < ctas * kClusterWarps ? s.warp_states[slot / kClusterWarps][slot % kClusterWarps] : empty_state();
+  }
+  return merge_gathered_states(states, k_exp);
 }
 
 /// The leader's warp 1: the row's (m, d) into every CTA's s.row_state (its own by a store, the

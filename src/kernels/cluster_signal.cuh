@@ -9,7 +9,7 @@
 //  - cluster_sync_shared(): the barrier for shared memory each CTA wrote itself and others read
 //    after it. Its fences order shared memory alone (MEMBAR.ALL.CTA): ~390 cycles.
 //  - cluster_arrive_relaxed() and cluster_wait(): a barrier that orders no memory, which a CTA
-//    whose shared memory others read takes before it exits.
+//    whose shared memory others read takes before it exits, and which readies mailboxes.
 //  - ClusterMailbox: data sent into another CTA's shared memory with st.async, whose bytes that
 //    CTA's mbarrier counts. Only the receiver waits, and only for its own mail: no barrier.
 // The first and the last keep no CTA alive for others: a CTA whose shared memory others still
@@ -37,7 +37,8 @@ struct ClusterMailbox {
   uint64_t barrier;
 
   /// One thread of the owner, before the cluster barrier after which anyone may send.
-  /// cluster_sync_shared() suffices (the init fence is the one that barrier needs). A phase
+  /// cluster_sync_shared(), or cluster_arrive_relaxed() and cluster_wait(), suffice (the init
+  /// fence is the one such a barrier needs). A phase
   /// completes after `arrivals` arrivals (expect, arrive, or other CTAs' arrive_expecting) and
   /// once every byte they announced has landed.
   __device__ __forceinline__ void init(unsigned arrivals = 1) {

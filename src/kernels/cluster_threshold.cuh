@@ -55,9 +55,7 @@ constexpr int kStatesPerLane = kLargeCluster * kClusterWarps / 32;
 /// leader's longest dependency chain: the maximum first, then every state rescaled to it at
 /// once, summed in a fixed order (each lane its slots in order, then a butterfly, whose two
 /// partners add the same two numbers), so the bits never depend on scheduling.
-__device__ inline SoftmaxState merge_row_state(const cg::cluster_group& cluster, SoftmaxState* warp_states, float k_exp) {
-  SoftmaxState states[kStatesPerLane];
-  gather_per_warp(cluster, warp_states, states, empty_state());
+__device__ inline SoftmaxState merge_gathered_states(const SoftmaxState (&states)[kStatesPerLane], float k_exp) {
   float m = states[0].max;
 #pragma unroll
   for (int i = 1; i < kStatesPerLane; ++i) m = fmaxf(m, states[i].max);
@@ -68,6 +66,12 @@ __device__ inline SoftmaxState merge_row_state(const cg::cluster_group& cluster,
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, offset));
   return {m, sum};
+}
+/// merge_gathered_states over every warp state of the cluster, gathered by one remote round trip.
+__device__ inline SoftmaxState merge_row_state(const cg::cluster_group& cluster, SoftmaxState* warp_states, float k_exp) {
+  SoftmaxState states[kStatesPerLane];
+  gather_per_warp(cluster, warp_states, states, empty_state());
+  return merge_gathered_states(states, k_exp);
 }
 
 struct WalkResult {
