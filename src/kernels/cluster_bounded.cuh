@@ -68,7 +68,7 @@ static_assert(kBoundedRegionKeys >= static_cast<unsigned>(kBoundedMaxK), "a CTA'
 struct alignas(16) CtaBound {
   TopkKey bound;  ///< b_r, kEmptyKey where fewer than q warps hold a key
   unsigned nan;   ///< nonzero where a warp's (m, d) holds NaN: the row is reported whole
-  unsigned unused;
+  unsigned unused;  ///< pads the mail to one 16-byte store
 };
 static_assert(sizeof(CtaBound) == 16, "one 16-byte st.async");
 

@@ -35,7 +35,8 @@
 // Small batches at 1 < K <= 64 (kBoundedMaxBatchTokens) skip steps 2-4's agreement instead:
 // each CTA mails every other CTA a lower bound of the row's K-th key from its warps' largest keys
 // and then its keys above the cluster's bound, and each writes those of its own that rank below K
-// (cluster_bounded.cuh): no cluster barrier on its path.
+// (cluster_bounded.cuh); its one cluster barrier before the exit's is arrived at before the chunk
+// lands, so no CTA waits at it.
 // Two or three cluster barriers (two more a further level) and no workspace: nothing to zero,
 // nothing to launch in between. Each DSMEM round trip is ~200 ns, so every remote read a step
 // needs is issued before any is used. K = 1 (greedy decoding) needs no threshold and takes a
@@ -329,9 +330,10 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   const unsigned count = bound.nan ? 0u : fill_region(s, held, held_max, bound.floor, k, cta.rank);
   share_region(s, ctas, cta.rank, count);
   s.mail.wait(0);
-  // Nothing more reaches this CTA's shared memory (the bounds and warp states landed before the
-  // mail waited for), and nothing is read from another's: the exit barrier's arrival, whose wait
-  // comes as the CTA leaves, and after which the bulk copies out of this CTA have landed.
+  // Everything sent to this CTA has landed (warp 0 waited for the bounds, the leader's warp 1 for
+  // the warp states, every thread for the regions), and nothing is read from another's: the exit
+  // barrier's arrival, whose wait comes as the CTA leaves. Every CTA arrives only once its mail
+  // has landed, so after the wait so have the bulk copies out of this CTA.
   cluster_arrive_relaxed();
   if (bound.nan) {
     __syncthreads();  // the leader's row state
