@@ -81,7 +81,9 @@ struct BoundedShared {
   /// The warp states by CTA: this CTA's own from its fold, and in the leader every other CTA's, mailed.
   alignas(16) SoftmaxState warp_states[kLargeCluster][kClusterWarps];
   TopkKey warp_best[kClusterWarps];
-  CtaBound bounds[kLargeCluster];  ///< by CTA: this CTA's own, and every other CTA's, mailed
+  /// By CTA: every other CTA's, mailed. This CTA's own slot stays unwritten: warp 0 keeps its own
+  /// bound in registers (publish_row_bound).
+  CtaBound bounds[kLargeCluster];
   RowBound row_bound;              ///< W as this CTA's warp 0 read it
   ClusterMailbox bounds_mail;      ///< the other CTAs' bounds: one arrival, the owner's expect
   ClusterMailbox states_mail;      ///< in the leader, the other CTAs' warp states: one arrival, its expect
