@@ -142,12 +142,18 @@ __device__ BinPrefix block_bin_prefix(unsigned k, unsigned max_candidates, const
 /// H200, ncu, clocks untouched). Where the k-th key's bin holds more than max_candidates or is bin
 /// 0 (ties, a flat set, values spread past two octaves), the select by the keys' own bits takes
 /// over. Called by the whole block; ends on a barrier.
-template <int kThreads, typename ForEachKey>
+///
+/// The first count may take the keys' values from elsewhere: for_each_value visits, for some of
+/// the set's keys, each at most once, the ordered bits of a value at most that key's
+/// (block_span_top_k: each thread's largest value, which its fold holds, for its largest span
+/// maximum). Fewer or lower values give a lower k-th, so the prefix stays at or below the set's
+/// k-th key; the candidates then count only what was visited.
+template <int kThreads, typename ForEachValue, typename ForEachKey>
 __device__ BinPrefix block_bin_prefix_below(uint32_t top, unsigned k, unsigned max_candidates,
-                                            const ForEachKey& for_each_key, BinHistogram<kThreads>& histogram) {
+                                            const ForEachValue& for_each_value, const ForEachKey& for_each_key,
+                                            BinHistogram<kThreads>& histogram) {
   constexpr int kStepBits = 12;
-  for_each_key([&](TopkKey key) {
-    const auto value = static_cast<uint32_t>(key >> 32);
+  for_each_value([&](uint32_t value) {
     const uint32_t below = value < top ? (top - value) >> kStepBits : 0u;
     histogram.add_to_bin(kBins - 1 - min(below, kBins - 1));
   });
@@ -161,6 +167,16 @@ __device__ BinPrefix block_bin_prefix_below(uint32_t top, unsigned k, unsigned m
   __syncthreads();
   for_each_key([&](TopkKey key) { histogram.add(key); });
   return block_bin_prefix(k, max_candidates, for_each_key, histogram);
+}
+
+/// block_bin_prefix_below counting the keys themselves first.
+template <int kThreads, typename ForEachKey>
+__device__ BinPrefix block_bin_prefix_below(uint32_t top, unsigned k, unsigned max_candidates,
+                                            const ForEachKey& for_each_key, BinHistogram<kThreads>& histogram) {
+  const auto values = [&](auto&& visit) {
+    for_each_key([&](TopkKey key) { visit(static_cast<uint32_t>(key >> 32)); });
+  };
+  return block_bin_prefix_below(top, k, max_candidates, values, for_each_key, histogram);
 }
 
 /// The k largest of a set of unique keys whose largest value has the ordered bits `top`, sorted

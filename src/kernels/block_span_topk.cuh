@@ -143,12 +143,18 @@ struct SpanTopkShared {
   int span_shift;
 };
 
+/// What block_span_fold leaves each thread.
+struct SpanFold {
+  SoftmaxState total;  ///< the run's (m, d), the same in every thread
+  float own_max;       ///< the largest of this thread's elements (-inf where it has none)
+};
+
 /// The stream: the run's (m, d), which every thread gets, and each thread's span maxima in
 /// span_keys(), with the histogram cleared for block_span_top_k. The stage, where `staged`
 /// (launch_with_stream_stage_after), follows the span maxima. Called by the whole block.
 template <int kThreads, typename T>
-__device__ __forceinline__ SoftmaxState block_span_fold(const RowSegment<T>& run, float k_exp, bool staged,
-                                                        SpanTopkShared<kThreads>& shared) {
+__device__ __forceinline__ SpanFold block_span_fold(const RowSegment<T>& run, float k_exp, bool staged,
+                                                    SpanTopkShared<kThreads>& shared) {
   shared.histogram.clear();  // block_reduce's barriers come before the first add
   if (threadIdx.x == 0) shared.span_shift = SpanCut<kThreads, T>(run).shift;
   __syncthreads();
@@ -157,17 +163,18 @@ __device__ __forceinline__ SoftmaxState block_span_fold(const RowSegment<T>& run
   RawVector* stage = reinterpret_cast<RawVector*>(span_keys() + kMaxSpans * kThreads);
   fold_with_argmax<kThreads>(run, k_exp, staged, stage, state, argmax);
   argmax.finish();
-  return block_reduce<kThreads / 32>(state, k_exp, shared.scratch);
+  return {block_reduce<kThreads / 32>(state, k_exp, shared.scratch), state.max};
 }
 
-/// After block_span_fold over `run`: writes the run's k largest keys (k <= kMaxSpanTopK, and at most
-/// the run's length) to out[0, k), sorted descending. Returns false, having written nothing, where
-/// more than kMaxFastTopK keys reach the spans' floor (the caller then selects from the run
-/// itself). Called by the whole block; ends on a barrier. Not inlined, and taking the run by value:
-/// the stream before it keeps its registers (inlined, the 16-bit kernels spilled 144 bytes at their
-/// 64-register cap; taking the run by reference put the stream's segment in local memory).
+/// After block_span_fold over `run` (`fold`: what it left this thread): writes the run's k largest
+/// keys (k <= kMaxSpanTopK, and at most the run's length) to out[0, k), sorted descending. Returns
+/// false, having written nothing, where more than kMaxFastTopK keys reach the spans' floor (the
+/// caller then selects from the run itself). Called by the whole block; ends on a barrier. Not
+/// inlined, and taking the run by value: the stream before it keeps its registers (inlined, the
+/// 16-bit kernels spilled 144 bytes at their 64-register cap; taking the run by reference put the
+/// stream's segment in local memory).
 template <int kThreads, typename T>
-__device__ __noinline__ bool block_span_top_k(unsigned k, const RowSegment<T> run, float run_max, TopkKey* out,
+__device__ __noinline__ bool block_span_top_k(unsigned k, const RowSegment<T> run, SpanFold fold, TopkKey* out,
                                               SpanTopkShared<kThreads>& shared) {
   BinHistogram<kThreads>& histogram = shared.histogram;
   BlockTopkStorage& storage = shared.storage;
@@ -182,26 +189,38 @@ __device__ __noinline__ bool block_span_top_k(unsigned k, const RowSegment<T> ru
     }
   };
   const auto own_span_maxima = [&](auto&& visit) { own_span_maxima_at([&](int, TopkKey key) { visit(key); }); };
-  const auto name_spans_reaching = [&](TopkKey floor) {  // counts them all, names up to kMaxNamedSpans
-    own_span_maxima_at([&](int s, TopkKey key) {
-      if (key < floor) return;
-      const unsigned slot = atomicAdd(&named_count, 1u);
-      if (slot < kMaxNamedSpans) named[slot] = s * kThreads + threadIdx.x;
-    });
+  // Counts them all, names up to kMaxNamedSpans. The spans that reach are marked in a mask first,
+  // by reads that wait on nothing, then named through one atomic a thread: with an atomic and a
+  // store among them, each read waited on the one before (16 spans a thread at 1 x 64M fp32,
+  // K = 50: ~2,440 -> ~1,920 cycles; 4 spans at 1 x 4M: ~1,060 -> ~790; clock64, H100).
+  const auto name_spans_reaching = [&](TopkKey floor) {
+    unsigned reaching = 0;  // bit s: span s
+    own_span_maxima_at([&](int s, TopkKey key) { reaching |= (key >= floor ? 1u : 0u) << s; });
+    if (reaching == 0) return;
+    unsigned slot = atomicAdd(&named_count, static_cast<unsigned>(__popc(reaching)));
+    for (; reaching != 0 && slot < kMaxNamedSpans; reaching &= reaching - 1, ++slot)
+      named[slot] = (__ffs(reaching) - 1) * kThreads + threadIdx.x;
   };
   // Step 1: a floor at or below the K-th largest span maximum, by distance below the run's largest
   // logit. First from each thread's largest key, one histogram add a thread instead of one a span:
   // the K largest of them are K span maxima, so a floor under the K-th of them is under the K-th
   // largest span maximum too. It names about as many spans (K + a few) where the winners are
-  // spread; where they crowd a few threads it names too many, and the span maxima decide.
-  const uint32_t top = key_value_bits(run_max);
+  // spread; where they crowd a few threads it names too many, and the span maxima decide. The
+  // first count takes each thread's largest value from its fold, not from its span maxima in
+  // shared memory (a read a span: ~1,230 -> ~360 cycles at 16 spans, ~730 -> ~310 at 4, as above).
+  // A thread whose elements are all -inf, or that has none, adds nothing: the k-th then comes
+  // from fewer values, so it is no higher.
+  const uint32_t top = key_value_bits(fold.total.max);
+  const auto own_largest_value = [&](auto&& visit) {
+    if (fold.own_max != -CUDART_INF_F) visit(key_value_bits(fold.own_max));
+  };
   const auto own_largest = [&](auto&& visit) {
     TopkKey largest = kEmptyKey;
     own_span_maxima([&](TopkKey key) { largest = max(largest, key); });
     if (largest != kEmptyKey) visit(largest);
   };
   if (threadIdx.x == 0) named_count = 0;  // block_bin_prefix_below's threshold starts with a barrier
-  TopkKey floor = block_bin_prefix_below(top, k, k + kSpanSlack, own_largest, histogram).prefix;
+  TopkKey floor = block_bin_prefix_below(top, k, k + kSpanSlack, own_largest_value, own_largest, histogram).prefix;
   name_spans_reaching(floor);
   __syncthreads();
   if (named_count > kMaxNamedSpans) {  // block-uniform
@@ -262,7 +281,7 @@ __device__ __noinline__ bool block_span_top_k(unsigned k, const RowSegment<T> ru
   const unsigned gathered = storage.count;
   if (gathered > kMaxFastTopK) return false;
   // Step 3: the rank sort, keeping the k largest.
-  block_rank_sort_descending<kThreads>(storage.winners, gathered, k, out);
+  block_rank_sort_descending<kThreads, RankFewBy::warp>(storage.winners, gathered, k, out);
   __syncthreads();
   return true;
 }

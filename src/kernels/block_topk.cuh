@@ -12,6 +12,7 @@
 #include "kernels/row_segment.cuh"
 #include "kernels/topk_key.cuh"
 #include "kernels/topk_launch.hpp"
+#include "kernels/warp_collectives.cuh"
 #include "softk/topk.hpp"
 
 namespace softk::kernels {
@@ -20,9 +21,9 @@ namespace softk::kernels {
 /// network (log^2 k barriers); above it the network wins by far (k = 1024: ~17 us vs ~2 us).
 /// Measured against 128 (H200, one run, auto): the cluster kernel's K = 1024 buckets of ~130-190
 /// keys (8-16 CTAs a row, rows 1-8) 1.02-1.03x (8 x 32000 f32 8.53 -> 8.28 us), the rest
-/// 0.99-1.01x; at 256, 64 rows of 32000 at K = 256 read 0.98x. Ranking with several lanes a key
-/// (shuffles summing their counts) lost to this one thread a key, whose reads are broadcasts and
-/// unroll: 0.91-0.96x at K = 50 on rows 1-8.
+/// 0.99-1.01x; at 256, 64 rows of 32000 at K = 256 read 0.98x. In the cluster kernels, ranking
+/// with several lanes a key (shuffles summing their counts) lost to one thread a key, whose reads
+/// are broadcasts and unroll: 0.91-0.96x at K = 50 on rows 1-8 (RankFewBy: where a warp a key wins).
 constexpr unsigned kRankSortMaxK = 192;
 
 struct BlockTopkStorage {
@@ -201,12 +202,42 @@ __device__ void block_bitonic_sort_descending(TopkKey* keys, unsigned n) {
   }
 }
 
+/// Up to this many keys the rank sort may give a warp a key (RankFewBy::warp).
+constexpr unsigned kWarpRankMaxKeys = 64;
+
+/// Who ranks a key of a short list (up to kWarpRankMaxKeys) in the rank sort. A thread ranking 52
+/// keys waits on its reads of them in turn: ~1,150 cycles in split-k's span chunks, ~2,400 in its
+/// merge, and ~760 and ~990 by a warp a key (clock64, H100). The cluster kernels keep a thread a
+/// key: with a warp a key their register-held chunks spilled a little more, and 8 x 128256 fp32
+/// at K = 50 read 0.98x (H200).
+enum class RankFewBy { thread, warp };
+
 /// The rank sort: every key of keys[0, n) (unique) whose rank, the count of larger keys, is below
-/// `kept` lands at sorted[rank]. A thread a key; its reads of the others are broadcasts across the
-/// warp. No barrier.
-template <int kThreads>
+/// `kept` lands at sorted[rank]. A thread a key, whose reads of the others are broadcasts across
+/// the warp; or, up to kWarpRankMaxKeys keys and where kFew says, a warp a key: each lane holds
+/// two of the keys, takes the key to rank from the lane that holds it, and one warp reduction
+/// sums the lanes' counts. No barrier. Called by every thread of the block.
+template <int kThreads, RankFewBy kFew = RankFewBy::thread>
 __device__ __forceinline__ void block_rank_sort_descending(const TopkKey* keys, unsigned n, unsigned kept,
                                                            TopkKey* sorted) {
+  if (kFew == RankFewBy::warp && n <= kWarpRankMaxKeys) {  // block-uniform
+    static_assert(kWarpRankMaxKeys == 64, "two keys a lane");
+    constexpr unsigned kWarps = kThreads / 32;
+    constexpr unsigned kKeysPerWarp = (kWarpRankMaxKeys + kWarps - 1) / kWarps;
+    const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const TopkKey low = lane < n ? keys[lane] : kEmptyKey;  // kEmptyKey: larger than no key
+    const TopkKey high = lane + 32 < n ? keys[lane + 32] : kEmptyKey;
+    // Key warp + m kWarps for every m at once, whether or not it exists: the warp's keys are then
+    // independent chains of a shuffle, two compares and a reduction, not one after another.
+#pragma unroll
+    for (unsigned m = 0; m < kKeysPerWarp; ++m) {
+      const unsigned i = warp + m * kWarps;
+      const TopkKey key = __shfl_sync(0xffffffffu, i < 32 ? low : high, i % 32);
+      const unsigned rank = warp_sum((low > key ? 1u : 0u) + (high > key ? 1u : 0u));
+      if (lane == 0 && i < n && rank < kept) sorted[rank] = key;
+    }
+    return;
+  }
   for (unsigned i = threadIdx.x; i < n; i += kThreads) {
     const TopkKey key = keys[i];
     unsigned rank = 0;
@@ -222,10 +253,10 @@ __device__ __forceinline__ bool sorted_into_ranked(unsigned n) { return n <= kRa
 /// rounded up to a power of two, at least 64) and returns the sorted keys: a rank sort into
 /// `ranked` (kRankSortMaxK long) for short lists, the bitonic network in place (padded)
 /// otherwise. Ends with a barrier.
-template <int kThreads>
+template <int kThreads, RankFewBy kFew = RankFewBy::thread>
 __device__ const TopkKey* block_sort_descending(TopkKey* keys, unsigned n, TopkKey* ranked) {
   if (sorted_into_ranked(n)) {
-    block_rank_sort_descending<kThreads>(keys, n, n, ranked);
+    block_rank_sort_descending<kThreads, kFew>(keys, n, n, ranked);
     __syncthreads();
     return ranked;
   }
@@ -237,9 +268,9 @@ __device__ const TopkKey* block_sort_descending(TopkKey* keys, unsigned n, TopkK
 }
 
 /// Sorts storage.winners[0, n) descending (n <= kMaxFastTopK) and returns the sorted keys.
-template <int kThreads>
+template <int kThreads, RankFewBy kFew = RankFewBy::thread>
 __device__ const TopkKey* block_sort_winners(unsigned n, BlockTopkStorage& storage) {
-  return block_sort_descending<kThreads>(storage.winners, n, storage.ranked);
+  return block_sort_descending<kThreads, kFew>(storage.winners, n, storage.ranked);
 }
 
 /// Appends every key `for_each_key` visits that is >= threshold to keys[], through the counter

@@ -97,13 +97,13 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   const int64_t row = blockIdx.x;
   const auto k = static_cast<unsigned>(problem.k);
   const RowSegment<T> row_run(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
-  const SoftmaxState total = block_span_fold<kFusedThreads>(row_run, problem.k_exp, staged, shared);
+  const SpanFold fold = block_span_fold<kFusedThreads>(row_run, problem.k_exp, staged, shared);
   const TopkKey* sorted = span_top_k;
-  if (status_of(total) != RowStatus::has_nan &&  // block-uniform
-      !block_span_top_k<kFusedThreads>(k, row_run, total.max, span_top_k, shared))  // ties, a flat row
+  if (status_of(fold.total) != RowStatus::has_nan &&  // block-uniform
+      !block_span_top_k<kFusedThreads>(k, row_run, fold, span_top_k, shared))  // ties, a flat row
     sorted = block_topk_sorted<kFusedThreads, kSignificantBits<T>>(k, RowKeys<kFusedThreads, T>{row_run},
                                                                     shared.storage);
-  const RowOutput<kFusedThreads> write(problem, row, total);
+  const RowOutput<kFusedThreads> write(problem, row, fold.total);
   if (write.wrote_nan_row()) return;
   for (unsigned j = threadIdx.x; j < k; j += kFusedThreads) write(j, sorted[j]);
 }

@@ -256,13 +256,13 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   enter_after_previous_grid();  // launched programmatically (chunk_launch): nothing global before it
 
   const ChunkSlot<T> at(problem, plan, w);
-  const SoftmaxState total = block_span_fold<kFusedThreads>(at.chunk, problem.k_exp, staged, shared);
-  if (threadIdx.x == 0) w.states[at.slot] = total;
-  if (status_of(total) == RowStatus::has_nan) {  // block-uniform; the merge writes a NaN row
+  const SpanFold fold = block_span_fold<kFusedThreads>(at.chunk, problem.k_exp, staged, shared);
+  if (threadIdx.x == 0) w.states[at.slot] = fold.total;
+  if (status_of(fold.total) == RowStatus::has_nan) {  // block-uniform; the merge writes a NaN row
     at.pad(0, plan);
     return;
   }
-  if (block_span_top_k<kFusedThreads>(at.k, at.chunk, total.max, at.keys, shared)) {
+  if (block_span_top_k<kFusedThreads>(at.k, at.chunk, fold, at.keys, shared)) {
     at.pad(at.k, plan);
     return;
   }
@@ -415,7 +415,7 @@ __device__ const TopkKey* block_topk_sorted_above_chunk_maxima(unsigned k, uint3
   append_keys_at_least(TopkKey{floor_bits} << 32, reaching_keys, &storage.count, storage.winners, kMaxFastTopK);
   __syncthreads();
   const unsigned gathered = storage.count;  // >= k: the k chunks' maxima
-  if (gathered <= kMaxFastTopK) return block_sort_winners<kFusedThreads>(gathered, storage);
+  if (gathered <= kMaxFastTopK) return block_sort_winners<kFusedThreads, RankFewBy::warp>(gathered, storage);
   histogram.clear();  // a tied or flat row: the caller reads every list
   __syncthreads();
   return nullptr;
