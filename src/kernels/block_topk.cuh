@@ -49,6 +49,20 @@ __device__ __forceinline__ void visit_keys(const ElementGroup<N, W>& group, int6
   visit_elements(group, first_index, [&](float x, int64_t index) { visit(make_key(x, index)); });
 }
 
+/// Visits the key of every element of a group at or above `prefix`, forming a key only where the
+/// element's value reaches `floor` (key_threshold(prefix): a necessary condition). For scans where
+/// few do and the keys' 64-bit arithmetic would cost every element.
+template <int N, int W, typename Visit>
+__device__ __forceinline__ void visit_keys_at_least(const ElementGroup<N, W>& group, int64_t first_index,
+                                                    TopkKey prefix, float floor, Visit&& visit) {
+  visit_elements(group, first_index, [&](float x, int64_t index) {
+    if (x >= floor) {
+      const TopkKey key = make_key(x, index);
+      if (key >= prefix) visit(key);
+    }
+  });
+}
+
 /// Visits the keys of every element of a row segment (streamed from memory) across a team (a
 /// block or a warp: block_radix_select.cuh): the key source of the exact paths.
 template <typename Team, typename T>

@@ -226,11 +226,8 @@ __device__ __forceinline__ void send_warp_states_to_leader(BoundedShared& s, uns
 __device__ __forceinline__ SoftmaxState merge_mailed_states(BoundedShared& s, unsigned ctas, float k_exp) {
   s.states_mail.wait(0);
   SoftmaxState states[kStatesPerLane];
-#pragma unroll
-  for (int i = 0; i < kStatesPerLane; ++i) {
-    const unsigned slot = (threadIdx.x % 32) * kStatesPerLane + i;
-    states[i] = slot < ctas * kClusterWarps ? s.warp_states[slot / kClusterWarps][slot % kClusterWarps] : empty_state();
-  }
+  gather_per_warp_by(ctas, [&](unsigned rank, unsigned warp) { return s.warp_states[rank][warp]; }, states,
+                     empty_state());
   return merge_gathered_states(states, k_exp);
 }
 

@@ -111,10 +111,10 @@ struct RegisterChunk : ChunkEdges<T> {
   __device__ __forceinline__ void for_each_key_at_least(TopkKey prefix, Visit&& visit) const {
     constexpr int W = kVectorWidth<T>;
     const float floor = key_threshold(prefix);
-    this->visit_edge([&](const auto& group) {
-      const TopkKey key = make_key(group.x[0][0], this->segment.first_index + group.offset[0]);
-      if (key >= prefix) visit(key);
-    });
+    const auto visit_group = [&](const auto& group) {
+      visit_keys_at_least(group, this->segment.first_index, prefix, floor, visit);
+    };
+    this->visit_edge(visit_group);
     unsigned reaching = 0;  // bit j: vector j's maximum reaches the floor
 #pragma unroll
     for (int j = 0; j < kVectors; ++j) {
@@ -129,17 +129,10 @@ struct RegisterChunk : ChunkEdges<T> {
       RawVector vector = raw[0];
 #pragma unroll
       for (int c = 1; c < kVectors; ++c) vector = c == j ? raw[c] : vector;  // selects: raw stays in registers
-      float x[W];
-      widen<T>(vector, x);
-      const int64_t v = threadIdx.x + int64_t{j} * kClusterThreads;
-      const int64_t first = this->segment.first_index + this->segment.body_offset(v);
-#pragma unroll
-      for (int i = 0; i < W; ++i) {
-        if (x[i] >= floor) {
-          const TopkKey key = make_key(x[i], first + i);
-          if (key >= prefix) visit(key);
-        }
-      }
+      ElementGroup<1, W> group;
+      fill_runs<T>(group, &vector);
+      group.offset[0] = this->segment.body_offset(threadIdx.x + int64_t{j} * kClusterThreads);
+      visit_group(group);
     }
   }
 };
@@ -225,14 +218,8 @@ __device__ __forceinline__ void for_each_held_key_at_least(const Chunk& held, To
 template <typename Chunk, typename Visit>
 __device__ __forceinline__ void for_each_held_key_at_least_by_value(const Chunk& held, TopkKey prefix, Visit&& visit) {
   const float floor = key_threshold(prefix);
-  held.for_each_group([&](const auto& group) {
-    visit_elements(group, held.segment.first_index, [&](float x, int64_t index) {
-      if (x >= floor) {
-        const TopkKey key = make_key(x, index);
-        if (key >= prefix) visit(key);
-      }
-    });
-  });
+  held.for_each_group(
+      [&](const auto& group) { visit_keys_at_least(group, held.segment.first_index, prefix, floor, visit); });
 }
 template <typename T, typename Visit>
 __device__ __forceinline__ void for_each_held_key_at_least(const SharedChunk<T>& held, TopkKey prefix, Visit&& visit) {

@@ -35,18 +35,27 @@ __device__ __forceinline__ unsigned cluster_count(const cg::cluster_group& clust
   return sum;
 }
 
-/// Fetches every warp's value of a per-warp array (`per_warp`, kClusterWarps long in every CTA's shared
-/// memory) into one warp of the leader: lane l gets slots [kPerLane l, kPerLane (l + 1)) of the
-/// (rank, warp) order, `none` past the last CTA. Independent loads: one remote round trip for all.
-template <int kPerLane, typename T>
-__device__ __forceinline__ void gather_per_warp(const cg::cluster_group& cluster, T* per_warp, T (&out)[kPerLane],
-                                                T none) {
-  const unsigned slots = cluster.num_blocks() * kClusterWarps;
+/// Fetches every warp's value of a per-warp array of each of `ctas` CTAs into the calling warp:
+/// lane l gets slots [kPerLane l, kPerLane (l + 1)) of the (rank, warp) order, fetch(rank, warp)
+/// each, `none` past the last CTA. Independent loads: one round trip for all.
+template <int kPerLane, typename T, typename Fetch>
+__device__ __forceinline__ void gather_per_warp_by(unsigned ctas, const Fetch& fetch, T (&out)[kPerLane], T none) {
+  const unsigned slots = ctas * kClusterWarps;
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     const unsigned slot = (threadIdx.x % 32) * kPerLane + i;
-    out[i] = slot < slots ? *cluster.map_shared_rank(&per_warp[slot % kClusterWarps], slot / kClusterWarps) : none;
+    out[i] = slot < slots ? fetch(slot / kClusterWarps, slot % kClusterWarps) : none;
   }
+}
+
+/// gather_per_warp_by from `per_warp`, kClusterWarps long in every CTA's shared memory, by remote
+/// loads into the leader.
+template <int kPerLane, typename T>
+__device__ __forceinline__ void gather_per_warp(const cg::cluster_group& cluster, T* per_warp, T (&out)[kPerLane],
+                                                T none) {
+  gather_per_warp_by(
+      cluster.num_blocks(), [&](unsigned rank, unsigned warp) { return *cluster.map_shared_rank(&per_warp[warp], rank); },
+      out, none);
 }
 constexpr int kStatesPerLane = kLargeCluster * kClusterWarps / 32;
 
