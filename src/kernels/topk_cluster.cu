@@ -310,7 +310,8 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   held.land();
 
   const float held_max = fold_largest_a_warp(held, problem.k_exp, s.warp_states[cta.rank], s.warp_best);
-  if (threadIdx.x % 32 == 0) fence_shared_for_bulk_copy();  // the warp states go to the leader by bulk copy
+  // The other CTAs' warp states go to the leader by bulk copy; the leader's own are read in place.
+  if (!cta.leader && threadIdx.x % 32 == 0) fence_shared_for_bulk_copy();
   __syncthreads();  // every warp's results, and the counters zeroed
   cluster_wait();   // every mailbox ready
   if (threadIdx.x < 32) {
