@@ -21,12 +21,13 @@
 //            holds it, as each list holds its chunk's): where the row has K chunks or more, the
 //            K-th largest chunk maximum bounds the row's K-th key from below, and only the
 //            lists of the chunks whose maximum reaches it are read
-//            (block_topk_sorted_above_chunk_maxima); else, and where that bound passes too
-//            many keys, up to K = 256 a histogram of the listed keys by distance below the
-//            row's largest logit gives the bin of the K-th largest (the keys' own bits, 12 at a
-//            time, where it holds too many) and the keys at or above it are gathered and
-//            sorted; past it, a radix select over the lists; at K = 1 the largest of the
-//            chunks' keys.
+//            (block_topk_sorted_above_chunk_maxima), and of span chunks' lists, which are
+//            sorted, little but their heads, loaded with the states (ListHead); else, and
+//            where that bound passes too many keys, up to K = 256 a histogram of the listed
+//            keys by distance below the row's largest logit gives the bin of the K-th largest
+//            (the keys' own bits, 12 at a time, where it holds too many) and the keys at or
+//            above it are gathered and sorted; past it, a radix select over the lists; at K = 1
+//            the largest of the chunks' keys.
 // The kernel boundary is the grid-wide barrier between the two. Forced split-k chunks a row by
 // V, K and the SM count only, so a row gets the same bits whatever batch it sits in; under
 // `automatic` (SplitSizing::per_batch) the rows of a batch share one wave of chunk blocks, as
@@ -146,7 +147,8 @@ SplitTopkPlan plan_for(int64_t vocab, int32_t k, int sm_count, int64_t batch_row
   const bool by_spans = !binned && takes_spans(length, k);
   // A binned list holds the K winners and the rest of the threshold bin: room for half as many
   // again (at least 64) covers smooth logits; a chunk whose bin holds more lists its exact top-K.
-  const int64_t capacity = binned ? (k + std::max(k / 2, 64) + 31) / 32 * 32 : k;
+  // A span chunk's list starts on a 16-byte boundary, for the merge's vector loads of its head.
+  const int64_t capacity = binned ? (k + std::max(k / 2, 64) + 31) / 32 * 32 : by_spans ? (k + 1) / 2 * 2 : k;
   return {chunks, length, binned, by_spans, capacity};
 }
 
@@ -191,12 +193,18 @@ struct ChunkSlot {
   }
 };
 
-/// Lists a chunk's exact top-K, unsorted: the merge needs no order, and the sort of the winners
-/// was most of a chunk's fixed cost at K = 1024 (~14,000 cycles then; block_topk.cuh has the
-/// sort's cost now). Returns the keys written.
-template <int kValueBits, typename T, typename Keys>
+/// How a chunk's list is ordered: span chunks list theirs sorted descending (their rank sort
+/// writes them so), and the merge reads only the heads of such lists (ListHead); the other
+/// chunks' lists are in no order, as a sort of the winners was most of a chunk's fixed cost at
+/// K = 1024 (~14,000 cycles then; block_topk.cuh has the sort's cost now).
+enum class ListOrder { any, descending };
+
+/// Lists a chunk's exact top-K in `order`. Returns the keys written.
+template <int kValueBits, ListOrder kOrder, typename T, typename Keys>
 __device__ unsigned list_exact_top_k(const ChunkSlot<T>& at, const Keys& keys, BlockTopkStorage& storage) {
-  const TopkKey* winners = block_topk_unsorted<kFusedThreads, kValueBits>(at.k, keys, storage);
+  const TopkKey* winners = kOrder == ListOrder::descending
+                               ? block_topk_sorted<kFusedThreads, kValueBits>(at.k, keys, storage)
+                               : block_topk_unsorted<kFusedThreads, kValueBits>(at.k, keys, storage);
   for (unsigned j = threadIdx.x; j < at.k; j += kFusedThreads) at.keys[j] = winners[j];
   return at.k;
 }
@@ -226,7 +234,7 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
     return;
   }
   const unsigned written = found.with_key_source(at.chunk, [&](const auto& keys) {
-    return list_exact_top_k<kSignificantBits<T>>(at, keys, shared.storage);
+    return list_exact_top_k<kSignificantBits<T>, ListOrder::any>(at, keys, shared.storage);
   });
   at.pad(written, plan);
 }
@@ -262,12 +270,12 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
     at.pad(0, plan);
     return;
   }
-  if (block_span_top_k<kFusedThreads>(at.k, at.chunk, fold, at.keys, shared)) {
+  if (block_span_top_k<kFusedThreads>(at.k, at.chunk, fold, at.keys, shared)) {  // sorted
     at.pad(at.k, plan);
     return;
   }
-  const unsigned written =
-      list_exact_top_k<kSignificantBits<T>>(at, RowKeys<kFusedThreads, T>{at.chunk}, shared.storage);
+  const unsigned written = list_exact_top_k<kSignificantBits<T>, ListOrder::descending>(
+      at, RowKeys<kFusedThreads, T>{at.chunk}, shared.storage);
   at.pad(written, plan);
 }
 
@@ -307,7 +315,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     __syncthreads();
     written = listed;
   } else {  // one bin holds too many keys (ties, a flat chunk): list the exact top-K instead
-    written = list_exact_top_k<kSignificantBits<T>>(at, RowKeys<kFusedThreads, T>{at.chunk}, storage);
+    written = list_exact_top_k<kSignificantBits<T>, ListOrder::any>(at, RowKeys<kFusedThreads, T>{at.chunk}, storage);
   }
   at.pad(written, plan);
 }
@@ -350,14 +358,26 @@ struct ListedKeys {
 /// (plan_for gives a row at most ~2 chunks an SM).
 constexpr unsigned kMaxBoundingChunks = 1024;
 
+/// Keys at the head of each sorted chunk list (span chunks: ListOrder::descending) that the
+/// bounded merge loads with the chunk's state (ListHead). Why 8: on logits the bound passes K to
+/// 2 K keys over about K chunks, and a chunk holds 8 of ~100 such keys in about one row in 10^5 at
+/// 163-264 chunks (binomial), where 4 would be in most rows at 163.
+constexpr unsigned kListHeadKeys = 8;
+
+/// Whether the lists of `plan` are sorted, few enough for a ListHead a thread, and longer than one.
+constexpr bool takes_list_heads(const SplitTopkPlan& plan) {
+  return plan.by_spans && plan.chunks <= kFusedThreads && plan.list_capacity > kListHeadKeys;
+}
+
 /// Whether the merge of a row in `plan` bounds its K-th key by the chunks' maxima: K chunks or more
-/// (the bound), and more listed keys than one round of loads reads, where the two passes over
-/// every list cost two rounds or more. 4 rows of 1M-16M at K = 50 (66 chunks, 3,300 listed keys
-/// a row: one round a pass) read 0.96-0.99x through the bound, where it passes ~2 K keys to sort
-/// (H100, one run); 1-2 rows of 1M-64M took it at 1.006-1.37x (H100 and H200).
+/// (the bound), and either list heads, or more listed keys than one round of loads reads, where the
+/// two passes over every list cost two rounds or more. 4 rows of 1M-16M at K = 50 (66 chunks,
+/// 3,300 listed keys a row: one round a pass) read 0.96-0.99x through the bound from memory, where
+/// it passes ~2 K keys to sort (H100, one run), and 0.99-1.05x from list heads (H200, one run of
+/// three rounds); 1-2 rows of 1M-64M took it at 1.006-1.37x (H100 and H200).
 constexpr bool takes_chunk_maxima_bound(const SplitTopkPlan& plan, int32_t k) {
   return k <= kLargeK && plan.chunks >= k && plan.chunks <= kMaxBoundingChunks &&
-         plan.chunks * plan.list_capacity > kListedKeysARound;
+         (takes_list_heads(plan) || plan.chunks * plan.list_capacity > kListedKeysARound);
 }
 
 /// The chunks' maxima (their states' m), and the chunks whose maximum reaches the bound.
@@ -370,6 +390,60 @@ struct ChunkMaxima {
 /// What a merge that takes no such bound keeps of the chunks' maxima: nothing.
 struct NoChunkMaxima {};
 
+/// What the bounded merge holds of the chunks' lists in registers when it has the bound: nothing,
+/// and it reads every list whose chunk maximum reaches it (binned chunks' lists, in no order)...
+struct NoListHead {
+  static constexpr unsigned kKeys = 0;
+
+  /// Whether the chunk's list may hold keys >= floor past what is held: where its maximum reaches it.
+  __device__ __forceinline__ bool reaches_past(TopkKey floor, float chunk_max) const {
+    return key_value_bits(chunk_max) >= static_cast<uint32_t>(floor >> 32);
+  }
+  __device__ __forceinline__ void append_at_least(TopkKey, unsigned*, TopkKey*, unsigned) const {}
+};
+
+/// ...or, where the lists are sorted (takes_list_heads), thread c the first kKeys keys of chunk c's
+/// list, loaded with its state. The keys >= the bound are then in the heads but for the chunks
+/// whose last head key reaches it, and only those lists' rest is read after the bound: the merge's
+/// second round of loads goes (the gather from the lists ~2,800 cycles at 1 x 4M fp32, K = 50,
+/// against ~1,050 from the heads; the merge after its wait ~9,400 -> ~7,300; clock64, H100).
+struct ListHead {
+  static constexpr unsigned kKeys = kListHeadKeys;
+  TopkKey key[kKeys];  ///< descending, kEmptyKey past the list's end
+
+  __device__ __forceinline__ ListHead() {
+#pragma unroll
+    for (unsigned i = 0; i < kKeys; ++i) key[i] = kEmptyKey;
+  }
+
+  /// The head of a list of `capacity` keys, which starts on a 16-byte boundary (plan_for).
+  __device__ __forceinline__ ListHead(const TopkKey* list, unsigned capacity) {
+    const auto* pairs = reinterpret_cast<const ulonglong2*>(list);
+#pragma unroll
+    for (unsigned p = 0; p < kKeys / 2; ++p) {
+      const ulonglong2 two = 2 * p < capacity ? pairs[p] : make_ulonglong2(kEmptyKey, kEmptyKey);
+      key[2 * p] = two.x;
+      key[2 * p + 1] = two.y;
+    }
+  }
+
+  __device__ __forceinline__ bool reaches_past(TopkKey floor, float) const {
+    return key[kKeys - 1] != kEmptyKey && key[kKeys - 1] >= floor;
+  }
+  /// As append_keys_at_least, by one atomic: the keys >= floor are a prefix of the head.
+  __device__ __forceinline__ void append_at_least(TopkKey floor, unsigned* count, TopkKey* keys,
+                                                  unsigned capacity) const {
+    unsigned n = 0;
+#pragma unroll
+    for (unsigned i = 0; i < kKeys; ++i) n += key[i] != kEmptyKey && key[i] >= floor ? 1u : 0u;
+    if (n == 0) return;
+    const unsigned slot = atomicAdd(count, n);
+#pragma unroll
+    for (unsigned i = 0; i < kKeys; ++i)
+      if (i < n && slot + i < capacity) keys[slot + i] = key[i];
+  }
+};
+
 /// The row's top k, sorted descending in shared memory, from the lists of the chunks whose maximum
 /// reaches the k-th largest chunk maximum (maxima.value, for chunks >= k, written before a barrier),
 /// or nullptr where more than kMaxFastTopK listed keys reach it; `top`: the ordered bits of the
@@ -378,11 +452,13 @@ struct NoChunkMaxima {};
 /// holds none; and every winner is in its chunk's list. Why: on logits the bound passes k to 2 k
 /// keys in ~k lists, so one round of loads reads them where the histogram's two passes read every
 /// list (1 x 64M fp32, K = 50: 264 lists, 13,200 keys; the merge 9.9 -> 6.6 us under ncu, H100).
-/// Expects a cleared histogram (as block_bin_prefix_below) and leaves it cleared where it returns
-/// nullptr. Called by the whole block.
+/// `head`: this thread's chunk's (ListHead: chunk threadIdx.x's, chunks <= kFusedThreads), whose
+/// keys are not read again. Expects a cleared histogram (as block_bin_prefix_below) and leaves it
+/// cleared where it returns nullptr. Called by the whole block.
+template <typename Head>
 __device__ const TopkKey* block_topk_sorted_above_chunk_maxima(unsigned k, uint32_t top, unsigned chunks,
                                                                const TopkKey* lists, unsigned list_capacity,
-                                                               ChunkMaxima& maxima,
+                                                               const Head& head, ChunkMaxima& maxima,
                                                                BinHistogram<kFusedThreads>& histogram,
                                                                BlockTopkStorage& storage) {
   if (threadIdx.x == 0) maxima.reaching_count = storage.count = 0;  // the select starts with a barrier
@@ -393,27 +469,32 @@ __device__ const TopkKey* block_topk_sorted_above_chunk_maxima(unsigned k, uint3
   };
   const BinPrefix cut = block_bin_prefix_below(top, k, kMaxBoundingChunks, chunk_maxima, histogram);
   // The prefix is at most the k-th largest maximum's key, so its value bits are at most its value's.
-  const auto floor_bits = static_cast<uint32_t>(cut.prefix >> 32);
+  const TopkKey floor = TopkKey{static_cast<uint32_t>(cut.prefix >> 32)} << 32;
   for (unsigned c = threadIdx.x; c < chunks; c += kFusedThreads)
-    if (key_value_bits(maxima.value[c]) >= floor_bits) maxima.reaching[atomicAdd(&maxima.reaching_count, 1u)] = c;
+    if (head.reaches_past(floor, maxima.value[c])) maxima.reaching[atomicAdd(&maxima.reaching_count, 1u)] = c;
+  head.append_at_least(floor, &storage.count, storage.winners, kMaxFastTopK);
   __syncthreads();
-  const unsigned slots = maxima.reaching_count * list_capacity;
-  // Slot i is key i % list_capacity of reaching list i / list_capacity. The quotient by a multiply
-  // with the rounded-up reciprocal, exact while i x list_capacity < 2^32 (slots <= 1024 x
-  // list_capacity, and a list holds at most K + K / 2 <= 384 keys here; list_capacity >= K >= 2):
-  // a division is ~20 dependent instructions before each load.
-  const unsigned reciprocal = 0xFFFFFFFFu / list_capacity + 1u;
-  const auto reaching_keys = [&](auto&& visit) {
-    visit_list_slots(
-        lists, slots,
-        [&](unsigned i) {
-          const unsigned list = __umulhi(i, reciprocal);
-          return (maxima.reaching[list] - list) * list_capacity + i;
-        },
-        visit);
-  };
-  append_keys_at_least(TopkKey{floor_bits} << 32, reaching_keys, &storage.count, storage.winners, kMaxFastTopK);
-  __syncthreads();
+  // With heads, most rows are gathered here (one barrier and a division less).
+  if (maxima.reaching_count != 0) {  // block-uniform
+    // Slot i is key Head::kKeys + i % unheld of reaching list i / unheld. The quotient by a
+    // multiply with the rounded-up reciprocal, exact while i x unheld < 2^32 (slots <= 1024 x
+    // unheld, and a list holds at most K + K / 2 <= 384 keys here): a division is ~20 dependent
+    // instructions before each load.
+    const unsigned unheld = list_capacity - Head::kKeys;  // > 0: takes_list_heads
+    const unsigned slots = maxima.reaching_count * unheld;
+    const unsigned reciprocal = 0xFFFFFFFFu / unheld + 1u;
+    const auto reaching_keys = [&](auto&& visit) {
+      visit_list_slots(
+          lists, slots,
+          [&](unsigned i) {
+            const unsigned list = __umulhi(i, reciprocal);
+            return maxima.reaching[list] * list_capacity + Head::kKeys + (i - list * unheld);
+          },
+          visit);
+    };
+    append_keys_at_least(floor, reaching_keys, &storage.count, storage.winners, kMaxFastTopK);
+    __syncthreads();
+  }
   const unsigned gathered = storage.count;  // >= k: the k chunks' maxima
   if (gathered <= kMaxFastTopK) return block_sort_winners<kFusedThreads, RankFewBy::warp>(gathered, storage);
   histogram.clear();  // a tied or flat row: the caller reads every list
@@ -443,16 +524,24 @@ __device__ __noinline__ const TopkKey* merge_every_list_out_of_line(unsigned k, 
   return merge_every_list(k, top, listed, histogram, storage);
 }
 
-/// kBoundedByChunkMaxima: takes_chunk_maxima_bound, a kernel of its own so that the merge
-/// without it keeps its own code: built as one kernel with the bound, the merge that does not
-/// take it measured slower (4 x 4M f32 K = 50, 7.0 -> 11.5 us under ncu, H100).
-template <bool kBoundedByChunkMaxima>
+/// How the merge finds the row's winners among the chunks' lists.
+enum class MergeReads {
+  every_list,           ///< merge_every_list
+  lists_reaching_bound, ///< takes_chunk_maxima_bound: block_topk_sorted_above_chunk_maxima, from memory
+  heads_then_rest,      ///< the same with ListHead (takes_list_heads)
+};
+
+/// A kernel for each way, so that each keeps its own code: built as one kernel with the bound, the
+/// merge that does not take it measured slower (4 x 4M f32 K = 50, 7.0 -> 11.5 us under ncu, H100).
+template <MergeReads kReads>
 __global__ void __launch_bounds__(kFusedThreads)
     topk_split_k_merge_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w) {
+  constexpr bool kBounded = kReads != MergeReads::every_list;
+  using Head = std::conditional_t<kReads == MergeReads::heads_then_rest, ListHead, NoListHead>;
   __shared__ SoftmaxState scratch[kFusedThreads / 32];
   __shared__ BinHistogram<kFusedThreads> histogram;
   __shared__ BlockTopkStorage storage;
-  __shared__ std::conditional_t<kBoundedByChunkMaxima, ChunkMaxima, NoChunkMaxima> maxima;
+  __shared__ std::conditional_t<kBounded, ChunkMaxima, NoChunkMaxima> maxima;
 
   histogram.clear();
   __syncthreads();  // the counts are zero before any add
@@ -462,19 +551,23 @@ __global__ void __launch_bounds__(kFusedThreads)
   const SoftmaxState* states = w.states + row * plan.chunks;
   const TopkKey* lists = w.keys + row * plan.chunks * plan.list_capacity;
   SoftmaxState state = empty_state();
+  Head head;  // with a ListHead, chunk threadIdx.x's: one chunk a thread
   for (int64_t c = threadIdx.x; c < plan.chunks; c += kFusedThreads) {
     const SoftmaxState chunk = states[c];
+    if constexpr (!std::is_same_v<Head, NoListHead>)
+      head = Head(lists + c * plan.list_capacity, static_cast<unsigned>(plan.list_capacity));
     state = merge(state, chunk, problem.k_exp);
-    if constexpr (kBoundedByChunkMaxima) maxima.value[c] = chunk.max;  // visible after block_reduce's barriers
+    if constexpr (kBounded) maxima.value[c] = chunk.max;  // visible after block_reduce's barriers
   }
   const RowOutput<kFusedThreads> write(problem, row, block_reduce<kFusedThreads / 32>(state, problem.k_exp, scratch));
   if (write.wrote_nan_row()) return;
   const uint32_t top = key_value_bits(write.normalizer.max);
   const ListedKeys listed{lists, plan.chunks * plan.list_capacity};
   const TopkKey* sorted;
-  if constexpr (kBoundedByChunkMaxima) {
+  if constexpr (kBounded) {
     sorted = block_topk_sorted_above_chunk_maxima(k, top, static_cast<unsigned>(plan.chunks), lists,
-                                                  static_cast<unsigned>(plan.list_capacity), maxima, histogram, storage);
+                                                  static_cast<unsigned>(plan.list_capacity), head, maxima, histogram,
+                                                  storage);
     if (sorted == nullptr) sorted = merge_every_list_out_of_line(k, top, listed, histogram, storage);
   } else {
     sorted = merge_every_list(k, top, listed, histogram, storage);
@@ -568,9 +661,11 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
   });
   // The merge goes programmatically whenever the device can (not only when the caller asked):
   // the chunk kernel is this op's own, and it lets the merge launch at once.
-  const auto merge_kernel = problem.k == 1                                 ? topk_split_k_argmax_merge_kernel
-                            : takes_chunk_maxima_bound(plan, problem.k) ? topk_split_k_merge_kernel<true>
-                                                                        : topk_split_k_merge_kernel<false>;
+  const auto merge_kernel =
+      problem.k == 1                                ? topk_split_k_argmax_merge_kernel
+      : !takes_chunk_maxima_bound(plan, problem.k) ? topk_split_k_merge_kernel<MergeReads::every_list>
+      : takes_list_heads(plan)                      ? topk_split_k_merge_kernel<MergeReads::heads_then_rest>
+                                                    : topk_split_k_merge_kernel<MergeReads::lists_reaching_bound>;
   KernelLaunch(dim3(static_cast<unsigned>(problem.rows)), kFusedThreads, 0, launch.stream)
       .programmatic(sm90_image_loaded(device))(merge_kernel, problem, plan, w);
 }

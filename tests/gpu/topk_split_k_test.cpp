@@ -16,7 +16,7 @@
 //                        f32 llm_like and bf16 normal; two rows of crowded tied winners, which
 //                        overflow a span chunk's gather), and the merge's bin of the K-th key
 //                        overflowing (heavy tails, ties)
-//   Sanitize/TopkSplitK  27 small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
+//   Sanitize/TopkSplitK  34 small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
 //                        through both forms (one cluster a row, two launches)
 // plus TopkSplitKWorkspace (too-small / null workspace) and TopkSplitKDispatch (auto keeps room
 // for split-k when a single row is long). '--gtest_filter=*SplitK*' selects all of it.
@@ -77,6 +77,14 @@ DistParams params_for(Dist d, int64_t V, int32_t k) {
     p.stride = floor_pow2(std::max<int64_t>(1, V / k));
     if (V < (int64_t{1} << 20)) p.stride = std::min<int64_t>(p.stride, 256);
   }
+  return p;
+}
+
+/// K winners 64 tokens apart: inside one chunk of any split-k plan.
+DistParams winners_in_one_chunk(int32_t k) {
+  DistParams p;
+  p.count = k;
+  p.stride = 64;
   return p;
 }
 
@@ -307,6 +315,12 @@ std::vector<TopkCase> huge_cases() {
   // ties every value, and the select goes down to the index bits.
   add(out, DType::f32, kV16M, 1, 256, Dist::heavy_tailed);
   add(out, DType::f32, (int64_t{1} << 22) + 3, 1, 50, Dist::constant);
+  // Span chunks list their keys sorted, and the merge holds the head of each list (ListHead in
+  // topk_split_k.cu; forced split_k at 2^22+3 on 132 SMs: 264 chunks of ~16K tokens): an odd K,
+  // whose lists carry one padding slot, and K winners 64 tokens apart in one chunk, whose head
+  // holds only 8 of them, so that the merge reads the rest of that list.
+  add(out, DType::f32, (int64_t{1} << 22) + 3, 1, 33, Dist::llm_like);
+  add(out, DType::f32, (int64_t{1} << 22) + 3, 1, 33, Dist::adversarial_stride, winners_in_one_chunk(33));
   return finish(out, true);
 }
 
@@ -317,9 +331,9 @@ std::vector<TopkCase> huge_cases() {
 // overflows its list, whose exact fallback lists the chunk's top-K, and the merge's bin
 // overflows its gather); +inf across chunks at K = 1024; a misaligned 2^20+3 row through
 // both split_k and auto, and 4 aligned rows of 2^20+3 through auto (the batch's longer chunks
-// run the fused core where one row's are binned); 32K-token chunks of the fused core at K =
-// 256, selecting from their candidates (LLM-like) or, the candidate lists overflowing, from the
-// chunk itself (constant); K = 1's one-read chunks and the merge of their keys, on +inf at
+// take spans, and the merge their lists' heads, where one row's are binned); 32K-token chunks of
+// the fused core at K = 256, selecting from their candidates (LLM-like) or, the candidate lists
+// overflowing, from the chunk itself (constant); K = 1's one-read chunks and the merge of their keys, on +inf at
 // 2^22+3, on NaN rows at 2^20+3 and on a masked row of 256000 in 1024-token chunks (auto), each
 // on a misaligned base. The merge's bound from the chunks' maxima on the misaligned LLM-like row
 // of 2^20+3 at K = 50 (257 chunks on 132 SMs), and its way out to every list on the constant
@@ -337,7 +351,9 @@ std::vector<TopkCase> huge_cases() {
 // on LLM-like logits at a misaligned base (every CTA sends its keys above the bound to every
 // other), a constant bf16 row at K = 64 (every CTA meets more keys than its region holds and
 // selects its own top K), an ascending row (the bound from the first CTAs' low keys: the last CTAs
-// select their own) and NaN rows (empty regions shared; the leader writes them).
+// select their own) and NaN rows (empty regions shared; the leader writes them). The merge from
+// the heads of span chunks' sorted lists at 2^22+3, K = 33 (an odd K: a padding slot a list), on
+// a misaligned LLM-like row and with the winners in one chunk (its list read past its head).
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   const auto one = [&](TopkImpl impl, DType dt, int64_t V, int64_t rows, int32_t k, Dist d, Layout layout) {
@@ -375,6 +391,9 @@ std::vector<TopkCase> sanitize_cases() {
   one(TopkImpl::split_k, DType::bf16, 128256, 1, 64, Dist::constant, {});
   one(TopkImpl::split_k, DType::f32, 151936, 1, 50, Dist::ascending, {});
   one(TopkImpl::split_k, DType::f32, 128256, 2, 16, Dist::nan_row, {});
+  one(TopkImpl::split_k, DType::f32, (int64_t{1} << 22) + 3, 1, 33, Dist::llm_like, Layout{0, 1});
+  out.push_back(make_case(TopkImpl::split_k, DType::f32, (int64_t{1} << 22) + 3, 1, 33, Dist::adversarial_stride,
+                          winners_in_one_chunk(33), {}));
   return finish(out, true);
 }
 
