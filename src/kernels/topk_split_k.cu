@@ -554,8 +554,8 @@ __global__ void __launch_bounds__(kFusedThreads)
   Head head;  // with a ListHead, chunk threadIdx.x's: one chunk a thread
   for (int64_t c = threadIdx.x; c < plan.chunks; c += kFusedThreads) {
     const SoftmaxState chunk = states[c];
-    if constexpr (!std::is_same_v<Head, NoListHead>)
-      head = Head(lists + c * plan.list_capacity, static_cast<unsigned>(plan.list_capacity));
+    if constexpr (kReads == MergeReads::heads_then_rest)
+      head = ListHead(lists + c * plan.list_capacity, static_cast<unsigned>(plan.list_capacity));
     state = merge(state, chunk, problem.k_exp);
     if constexpr (kBounded) maxima.value[c] = chunk.max;  // visible after block_reduce's barriers
   }

@@ -315,12 +315,15 @@ std::vector<TopkCase> huge_cases() {
   // ties every value, and the select goes down to the index bits.
   add(out, DType::f32, kV16M, 1, 256, Dist::heavy_tailed);
   add(out, DType::f32, (int64_t{1} << 22) + 3, 1, 50, Dist::constant);
-  // Span chunks list their keys sorted, and the merge holds the head of each list (ListHead in
+  // Span chunks list their keys sorted, and the merge holds the first 8 of each list (ListHead in
   // topk_split_k.cu; forced split_k at 2^22+3 on 132 SMs: 264 chunks of ~16K tokens): an odd K,
-  // whose lists carry one padding slot, and K winners 64 tokens apart in one chunk, whose head
-  // holds only 8 of them, so that the merge reads the rest of that list.
+  // whose lists carry one padding slot; K winners 64 tokens apart in one chunk, over a background
+  // capped at 3.0 whose ties reach the bound in every chunk, so that the merge reads every list
+  // instead; and descending logits at K = 16, where the first 15 chunks' lists hold 16 keys at or
+  // above the bound each and are read past their heads (the 2^24+3 row above, too).
   add(out, DType::f32, (int64_t{1} << 22) + 3, 1, 33, Dist::llm_like);
   add(out, DType::f32, (int64_t{1} << 22) + 3, 1, 33, Dist::adversarial_stride, winners_in_one_chunk(33));
+  add(out, DType::f32, (int64_t{1} << 22) + 3, 1, 16, Dist::descending);
   return finish(out, true);
 }
 
@@ -352,8 +355,8 @@ std::vector<TopkCase> huge_cases() {
 // other), a constant bf16 row at K = 64 (every CTA meets more keys than its region holds and
 // selects its own top K), an ascending row (the bound from the first CTAs' low keys: the last CTAs
 // select their own) and NaN rows (empty regions shared; the leader writes them). The merge from
-// the heads of span chunks' sorted lists at 2^22+3, K = 33 (an odd K: a padding slot a list), on
-// a misaligned LLM-like row and with the winners in one chunk (its list read past its head).
+// the heads of span chunks' sorted lists at 2^22+3: K = 33 (an odd K: a padding slot a list) on a
+// misaligned LLM-like row, and descending logits at K = 16 (15 lists read past their heads).
 std::vector<TopkCase> sanitize_cases() {
   std::vector<TopkCase> out;
   const auto one = [&](TopkImpl impl, DType dt, int64_t V, int64_t rows, int32_t k, Dist d, Layout layout) {
@@ -392,8 +395,7 @@ std::vector<TopkCase> sanitize_cases() {
   one(TopkImpl::split_k, DType::f32, 151936, 1, 50, Dist::ascending, {});
   one(TopkImpl::split_k, DType::f32, 128256, 2, 16, Dist::nan_row, {});
   one(TopkImpl::split_k, DType::f32, (int64_t{1} << 22) + 3, 1, 33, Dist::llm_like, Layout{0, 1});
-  out.push_back(make_case(TopkImpl::split_k, DType::f32, (int64_t{1} << 22) + 3, 1, 33, Dist::adversarial_stride,
-                          winners_in_one_chunk(33), {}));
+  one(TopkImpl::split_k, DType::f32, (int64_t{1} << 22) + 3, 1, 16, Dist::descending, {});
   return finish(out, true);
 }
 
