@@ -409,19 +409,20 @@ struct NoListHead {
 /// against ~1,050 from the heads; the merge after its wait ~9,400 -> ~7,300; clock64, H100).
 struct ListHead {
   static constexpr unsigned kKeys = kListHeadKeys;
-  TopkKey key[kKeys];  ///< descending, kEmptyKey past the list's end
+  TopkKey key[kKeys];  ///< descending, kEmptyKey in the list's padding
 
   __device__ __forceinline__ ListHead() {
 #pragma unroll
     for (unsigned i = 0; i < kKeys; ++i) key[i] = kEmptyKey;
   }
 
-  /// The head of a list of `capacity` keys, which starts on a 16-byte boundary (plan_for).
-  __device__ __forceinline__ ListHead(const TopkKey* list, unsigned capacity) {
+  /// The head of a list longer than kKeys (takes_list_heads), which starts on a 16-byte boundary
+  /// (plan_for).
+  __device__ __forceinline__ explicit ListHead(const TopkKey* list) {
     const auto* pairs = reinterpret_cast<const ulonglong2*>(list);
 #pragma unroll
     for (unsigned p = 0; p < kKeys / 2; ++p) {
-      const ulonglong2 two = 2 * p < capacity ? pairs[p] : make_ulonglong2(kEmptyKey, kEmptyKey);
+      const ulonglong2 two = pairs[p];
       key[2 * p] = two.x;
       key[2 * p + 1] = two.y;
     }
@@ -555,7 +556,7 @@ __global__ void __launch_bounds__(kFusedThreads)
   for (int64_t c = threadIdx.x; c < plan.chunks; c += kFusedThreads) {
     const SoftmaxState chunk = states[c];
     if constexpr (kReads == MergeReads::heads_then_rest)
-      head = ListHead(lists + c * plan.list_capacity, static_cast<unsigned>(plan.list_capacity));
+      head = ListHead(lists + c * plan.list_capacity);
     state = merge(state, chunk, problem.k_exp);
     if constexpr (kBounded) maxima.value[c] = chunk.max;  // visible after block_reduce's barriers
   }
