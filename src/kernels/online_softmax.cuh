@@ -47,7 +47,7 @@ __device__ __forceinline__ SoftmaxState merge(SoftmaxState a, SoftmaxState b, fl
   const float m = fmaxf(a.max, b.max);
   // Commutative bit for bit: two separately rounded products and one add (the _rn intrinsics
   // keep the compiler from contracting one product into an FMA, which would round a (+) b and
-  // b (+) a differently), so xor-shuffle reductions leave every lane with the identical state.
+  // b (+) a differently), so the pairwise warp_reduce leaves every lane with the identical state.
   return {m, __fadd_rn(__fmul_rn(a.sum, rescale(a.max, m, k)), __fmul_rn(b.sum, rescale(b.max, m, k)))};
 }
 
@@ -96,40 +96,76 @@ __device__ __forceinline__ void accumulate(SoftmaxState& state, const ElementGro
   state = {m, state.sum * rescale(state.max, m, k) + sum};
 }
 
-/// Merges states[0, n) in index order: the maximum first, then every sum rescaled to it at once
-/// and added in order. n independent exponentials instead of a chain of n merges (two each), and
-/// the same bits in every thread that merges the same states.
-__device__ __forceinline__ SoftmaxState merge_in_order(const SoftmaxState* states, unsigned n, float k) {
-  float m = -CUDART_INF_F;
-  for (unsigned i = 0; i < n; ++i) m = fmaxf(m, states[i].max);
-  float sum = 0.0f;
-  for (unsigned i = 0; i < n; ++i) sum = __fadd_rn(sum, __fmul_rn(states[i].sum, rescale(states[i].max, m, k)));
-  return {m, sum};
-}
+/// How warp_reduce and block_reduce merge their states. Both give every thread the same bits.
+///  - max_first: the maximum by a butterfly, each lane's sum rescaled to it once, the sums added by
+///    a butterfly (whose two partners add the same two numbers); a block's warp states the same way
+///    by warp 0, shared through shared memory. One exponential a lane, where pairwise took ten in
+///    one dependency chain and sixteen more a thread for a block's warp states, all queued on the
+///    SM's 16 MUFU lanes by every thread of a one-wave grid at once: by clock64 a block's reduction
+///    took ~3,900 cycles at 256 x 128256 f32 K = 50 (spans, H200). Against pairwise (H200, one run
+///    of three rounds, 2026-11-24): top-k 0.998-1.07x at 35 shapes (1 x 4M K = 50 1.05-1.07x,
+///    256 x 32000 K = 50 1.05-1.07x, 256 x 128256 f32 K = 50 1.02x).
+///  - pairwise: a butterfly of merges, then every thread merging the block's warp states in order
+///    (no broadcast). The softmax kernels keep it: with max_first their 16-bit forms ran 0.82x
+///    (2048 x 8192 bf16 two-pass), 0.88x (2048 x 4096 resident) and 0.97x (4 x 4M split-k), at
+///    the same registers, with fewer instructions and more L2 traffic under ncu (cause not found);
+///    fp32 gained 1.02-1.17x.
+enum class StateMerge { max_first, pairwise };
 
-/// Butterfly over the 32 lanes of a full warp: every lane ends with the merged state.
+/// Over the 32 lanes of a full warp: every lane ends with the merged state.
+template <StateMerge kMerge = StateMerge::max_first>
 __device__ __forceinline__ SoftmaxState warp_reduce(SoftmaxState state, float k) {
+  if constexpr (kMerge == StateMerge::pairwise) {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const SoftmaxState other{__shfl_xor_sync(0xffffffffu, state.max, offset),
-                             __shfl_xor_sync(0xffffffffu, state.sum, offset)};
-    state = merge(state, other, k);
+    for (int offset = 16; offset > 0; offset /= 2) {
+      const SoftmaxState other{__shfl_xor_sync(0xffffffffu, state.max, offset),
+                               __shfl_xor_sync(0xffffffffu, state.sum, offset)};
+      state = merge(state, other, k);
+    }
+    return state;
+  } else {
+    float m = state.max;
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+    float sum = state.sum * rescale(state.max, m, k);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, offset));
+    return {m, sum};
   }
-  return state;
 }
 
 /// Block-wide reduction; every thread gets the same merged state. `scratch` holds one state
-/// per warp. The leading barrier makes it safe to call twice in a row with the same scratch.
-template <int kWarps>
+/// per warp. The leading barrier makes it safe to call twice in a row with the same scratch:
+/// every thread has read the last call's result before any warp writes its state.
+template <int kWarps, StateMerge kMerge = StateMerge::max_first>
 __device__ __forceinline__ SoftmaxState block_reduce(SoftmaxState state, float k, SoftmaxState* scratch) {
-  state = warp_reduce(state, k);
+  static_assert(kWarps <= 32, "a warp's state a lane");
+  state = warp_reduce<kMerge>(state, k);
   if constexpr (kWarps == 1) return state;
   __syncthreads();
   if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = state;
   __syncthreads();
-  // Every thread merges the per-warp states in the same fixed order: deterministic, and no
-  // broadcast round trip through shared memory.
-  return merge_in_order(scratch, kWarps, k);
+  if constexpr (kMerge == StateMerge::pairwise) {
+    // The maximum first, then every sum rescaled to it at once and added in order: the same bits
+    // in every thread, and no broadcast round trip.
+    float m = -CUDART_INF_F;
+    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, scratch[w].max);
+    float sum = 0.0f;
+    for (int w = 0; w < kWarps; ++w) sum = __fadd_rn(sum, __fmul_rn(scratch[w].sum, rescale(scratch[w].max, m, k)));
+    return {m, sum};
+  } else {
+    // Warp 0 alone, a warp state a lane: against every thread merging them in order, top-k
+    // 1.00-1.05x (H200, one run). Every warp doing it would save the barrier below, but took the
+    // bf16 two-pass softmax from 40 registers to 55 (three blocks an SM to two).
+    if (threadIdx.x < 32) {
+      const unsigned lane = threadIdx.x;
+      const SoftmaxState own = lane < static_cast<unsigned>(kWarps) ? scratch[lane] : empty_state();
+      const SoftmaxState total = warp_reduce<kMerge>(own, k);
+      if (lane == 0) scratch[0] = total;  // every lane has read its state: the shuffles waited on them
+    }
+    __syncthreads();
+    return scratch[0];
+  }
 }
 
 /// The row's outcome, from its final state.

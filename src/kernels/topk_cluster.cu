@@ -200,8 +200,8 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     accumulate(state, group, problem.k_exp);
     s.counting.local.add_values(group);
   });
-  // A state a warp, merged by the leader later: no block-wide reduction (two barriers and a
-  // serial merge) in front of the first cluster barrier.
+  // A state a warp, merged by the leader later: no block-wide reduction (three barriers and warp
+  // 0's merge) in front of the first cluster barrier.
   state = warp_reduce(state, problem.k_exp);
   if (threadIdx.x % 32 == 0) s.warp_states[threadIdx.x / 32] = state;
 

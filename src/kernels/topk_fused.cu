@@ -122,16 +122,24 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   if (threadIdx.x == 0) write_argmax_row(problem, row, found.state, found.best);
 }
 
+/// 16-bit rows longer than this take spans only in grids of up to half the SMs: past it a 16-bit
+/// stream, issue-bound, pays more for the span maxima than the fused core's fixed phases cost.
+constexpr int64_t kSpansAnyGrid16BitRowBytes = 448 * 1024;
+
 /// Whether the rows take spans (topk_fused_span_kernel) rather than the fused core: the lengths
-/// that takes_spans allows, where a row is at most 256 KB or the grid fills at most half the SMs.
-/// Measured at K = 50 against the fused core (H200, one run of two rounds, rows 8-1024 of
-/// 32000-256000 tokens): rows of up to 256 KB 1.08-1.42x (256 x 32000 f32 17.30 -> 15.88 us, bf16
-/// 14.67 -> 12.72; 256 x 128256 bf16 28.85 -> 26.63); longer rows 1.08-1.19x at 64 rows, but
-/// 0.93-0.96x at 128 (a block an SM) and 0.96-1.03x at 256 and 1024. Rows of 1025-8192 tokens
-/// (takes_spans' floor; H100, one run of two rounds, rows 8-256): 1.02-1.43x.
+/// that takes_spans allows, except 16-bit rows longer than kSpansAnyGrid16BitRowBytes in a grid
+/// of more than half the SMs. Measured at K = 50 against the fused core (H200, one run of two
+/// rounds, 2026-11-24 22:13, llm logits, rows 128-1024 of 128256-256000 tokens, 7bdbaab's span
+/// tail): fp32 0.90-0.94x the time at 128 rows, 0.94-0.96x at 256 (256 x 128256 40.38 -> 38.68 us),
+/// 0.975-0.987x at 1024; 16-bit rows of 151936 and 201088 tokens 0.92-0.99x, of 256000 (500 KB)
+/// 1.00x at 128 rows and 1.02x at 256 and 1024. Before the span tail's cuts (2104f8d), rows longer
+/// than 256 KB had read 0.93-1.03x at 128-1024 rows and took spans only up to half the SMs. Rows of
+/// up to 256 KB (32000-128256 tokens): 1.08-1.42x at 8-1024 rows; of 1025-8192 tokens (takes_spans'
+/// floor; H100, rows 8-256): 1.02-1.43x.
 bool rows_take_spans(const TopkProblem& problem, const DeviceInfo& device) {
-  const bool short_rows = problem.vocab * static_cast<int64_t>(dtype_size(problem.dtype)) <= 256 * 1024;
-  return takes_spans(problem.vocab, problem.k) && (short_rows || 2 * problem.rows <= device.sm_count);
+  const int64_t row_bytes = problem.vocab * static_cast<int64_t>(dtype_size(problem.dtype));
+  const bool long_16_bit_row = dtype_size(problem.dtype) == 2 && row_bytes > kSpansAnyGrid16BitRowBytes;
+  return takes_spans(problem.vocab, problem.k) && (!long_16_bit_row || 2 * problem.rows <= device.sm_count);
 }
 
 /// Whether the rows take slotted seeds (topk_fused_slotted_kernel) rather than the fused core:
