@@ -1,28 +1,11 @@
-// Prefix sums over the threads of a block, and the 16-byte reads of the per-thread runs of
-// shared-memory counters that feed them (the histogram scans of block_bin_threshold.cuh and
-// block_range_bin_sort.cuh).
+// Prefix sums over the threads of a block (the histogram scans of block_bin_threshold.cuh and
+// block_range_bin_sort.cuh, which read each thread's run of counters by load_words).
 #pragma once
 
+#include "kernels/element.cuh"  // load_words
 #include "kernels/warp_collectives.cuh"
 
 namespace softk::kernels {
-
-/// out[i] = words[i] for i < N (a multiple of 4; words 16-byte aligned), read 16 bytes at a time:
-/// when each thread reads its own contiguous run, word loads would conflict N ways in the banks
-/// (measured ~1 us for a 4096-bin scan on an H200).
-template <int N>
-__device__ __forceinline__ void load_words(const unsigned* words, unsigned (&out)[N]) {
-  static_assert(N % 4 == 0, "whole uint4s");
-  const auto* quads = reinterpret_cast<const uint4*>(words);
-#pragma unroll
-  for (int q = 0; q < N / 4; ++q) {
-    const uint4 v = quads[q];
-    out[4 * q] = v.x;
-    out[4 * q + 1] = v.y;
-    out[4 * q + 2] = v.z;
-    out[4 * q + 3] = v.w;
-  }
-}
 
 /// The sum of `value` over the block's threads below this one (an exclusive prefix sum in thread
 /// order), called by every thread of the block. warp_totals: a shared word a warp, not to be

@@ -418,15 +418,7 @@ struct ListHead {
 
   /// The head of a list longer than kKeys (takes_list_heads), which starts on a 16-byte boundary
   /// (plan_for).
-  __device__ __forceinline__ explicit ListHead(const TopkKey* list) {
-    const auto* pairs = reinterpret_cast<const ulonglong2*>(list);
-#pragma unroll
-    for (unsigned p = 0; p < kKeys / 2; ++p) {
-      const ulonglong2 two = pairs[p];
-      key[2 * p] = two.x;
-      key[2 * p + 1] = two.y;
-    }
-  }
+  __device__ __forceinline__ explicit ListHead(const TopkKey* list) { load_words(list, key); }
 
   __device__ __forceinline__ bool reaches_past(TopkKey floor, float) const {
     return key[kKeys - 1] != kEmptyKey && key[kKeys - 1] >= floor;
