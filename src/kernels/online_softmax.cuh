@@ -106,11 +106,16 @@ __device__ __forceinline__ void accumulate(SoftmaxState& state, const ElementGro
 ///    of three rounds, 2026-11-24): top-k 0.998-1.07x at 35 shapes (1 x 4M K = 50 1.05-1.07x,
 ///    256 x 32000 K = 50 1.05-1.07x, 256 x 128256 f32 K = 50 1.02x).
 ///  - pairwise: a butterfly of merges, then every thread merging the block's warp states in order
-///    (no broadcast). The softmax kernels keep it: with max_first their 16-bit forms ran 0.82x
+///    (no broadcast). The softmax kernels keep it for 16-bit input: with max_first those ran 0.82x
 ///    (2048 x 8192 bf16 two-pass), 0.88x (2048 x 4096 resident) and 0.97x (4 x 4M split-k), at
 ///    the same registers, with fewer instructions and more L2 traffic under ncu (cause not found);
-///    fp32 gained 1.02-1.17x.
+///    their fp32 forms gained 1.02-1.17x, and take max_first (kSoftmaxStateMerge).
 enum class StateMerge { max_first, pairwise };
+
+/// The softmax kernels' StateMerge for input T (the measurements above).
+template <typename T>
+inline constexpr StateMerge kSoftmaxStateMerge = sizeof(T) == sizeof(float) ? StateMerge::max_first
+                                                                             : StateMerge::pairwise;
 
 /// Over the 32 lanes of a full warp: every lane ends with the merged state.
 template <StateMerge kMerge = StateMerge::max_first>

@@ -30,7 +30,7 @@ __device__ __forceinline__ SoftmaxState segment_state(const RowSegment<T>& segme
     by_floats.max = elements_max(group);
     accumulate(state, by_floats, k);
   });
-  return block_reduce<kThreads / 32, StateMerge::pairwise>(state, k, scratch);
+  return block_reduce<kThreads / 32, kSoftmaxStateMerge<T>>(state, k, scratch);
 }
 
 /// Pass 2: out[i] = p(segment[i]) for the whole segment, `out` pointing at the output of

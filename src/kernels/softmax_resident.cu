@@ -121,8 +121,8 @@ __global__ void __launch_bounds__(Shape::kBlockThreads, 1024 / Shape::kBlockThre
       accumulate(state, group, k);
     }
   }
-  const SoftmaxState total = kThreads == 32 ? warp_reduce<StateMerge::pairwise>(state, k)
-                                            : block_reduce<kThreads / 32, StateMerge::pairwise>(state, k, scratch);
+  const SoftmaxState total = kThreads == 32 ? warp_reduce<kSoftmaxStateMerge<T>>(state, k)
+                                            : block_reduce<kThreads / 32, kSoftmaxStateMerge<T>>(state, k, scratch);
   const Normalizer normalizer(total, k);
   if (thread == 0 && problem.row_status) problem.row_status[row] = static_cast<int32_t>(normalizer.status);
 

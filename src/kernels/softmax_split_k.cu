@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(kThreads) split_k_write_kernel(SoftmaxProblem 
   const SoftmaxState* row_states = states + int64_t{blockIdx.y} * plan.chunks;
   SoftmaxState state = empty_state();
   for (int64_t c = threadIdx.x; c < plan.chunks; c += kThreads) state = merge(state, row_states[c], problem.k);
-  const Normalizer normalizer(block_reduce<kThreads / 32, StateMerge::pairwise>(state, problem.k, scratch), problem.k);
+  const Normalizer normalizer(block_reduce<kThreads / 32, kSoftmaxStateMerge<T>>(state, problem.k, scratch), problem.k);
   if (blockIdx.x == 0 && threadIdx.x == 0 && problem.row_status)
     problem.row_status[row] = static_cast<int32_t>(normalizer.status);
   const RowSegment<T> chunk = chunk_of<T>(problem, plan, row);
