@@ -84,6 +84,14 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   });
 }
 
+/// The row's exact top k, sorted, where its spans name too many keys (ties, a flat row): out of
+/// line, so that the span kernel's stream keeps its registers.
+template <typename T>
+__device__ __noinline__ const TopkKey* select_whole_row(unsigned k, const RowSegment<T> row_run,
+                                                        BlockTopkStorage& storage) {
+  return block_topk_sorted<kFusedThreads, kSignificantBits<T>>(k, RowKeys<kFusedThreads, T>{row_run}, storage);
+}
+
 /// 1 < K <= kMaxSpanTopK on rows that take spans (rows_take_spans): a row's (m, d) and each
 /// thread's span maxima in one read, then its top-K from the spans holding it (block_span_topk.cuh),
 /// where the fused core pays a prefix, a seed select and a candidate select around its stream.
@@ -101,8 +109,7 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   const TopkKey* sorted = span_top_k;
   if (status_of(fold.total) != RowStatus::has_nan &&  // block-uniform
       !block_span_top_k<kFusedThreads>(k, row_run, fold, span_top_k, shared))  // ties, a flat row
-    sorted = block_topk_sorted<kFusedThreads, kSignificantBits<T>>(k, RowKeys<kFusedThreads, T>{row_run},
-                                                                    shared.storage);
+    sorted = select_whole_row(k, row_run, shared.storage);
   const RowOutput<kFusedThreads> write(problem, row, fold.total);
   if (write.wrote_nan_row()) return;
   for (unsigned j = threadIdx.x; j < k; j += kFusedThreads) write(j, sorted[j]);
