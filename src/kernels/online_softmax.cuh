@@ -112,7 +112,8 @@ __device__ __forceinline__ void accumulate(SoftmaxState& state, const ElementGro
 ///    their fp32 forms gained 1.02-1.17x, and take max_first (kSoftmaxStateMerge).
 enum class StateMerge { max_first, pairwise };
 
-/// The softmax kernels' StateMerge for input T (the measurements above).
+/// The softmax kernels' StateMerge for input T (the measurements above; with fp32 alone on
+/// max_first, 4 rows of 1M-8M fp32 ran 1.06-1.34x and 16M-32M 1.00x, H200, 2026-11-24).
 template <typename T>
 inline constexpr StateMerge kSoftmaxStateMerge = sizeof(T) == sizeof(float) ? StateMerge::max_first
                                                                              : StateMerge::pairwise;

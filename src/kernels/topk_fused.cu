@@ -84,8 +84,12 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   });
 }
 
-/// The row's exact top k, sorted, where its spans name too many keys (ties, a flat row): out of
-/// line, so that the span kernel's stream keeps its registers.
+/// The row's exact top k, sorted, where its spans name too many keys (ties, a flat row). Out of
+/// line, so that the span kernel's stream keeps its registers: inlined, its 64-register builds
+/// spilled 16-32 bytes, and a change after the stream moved the stream by ~3,500 cycles a block
+/// (clock64); without the spill 64 rows of 128256-256000 bf16 at K = 50 ran 1.05-1.07x, other
+/// span rows 1.00-1.01x (H200, 2026-11-25). Out of line in the fused core's kernels too, it took
+/// their fp32 builds from 56-62 registers to 63-64 and measured 0.97-1.03x, so they keep theirs.
 template <typename T>
 __device__ __noinline__ const TopkKey* select_whole_row(unsigned k, const RowSegment<T> row_run,
                                                         BlockTopkStorage& storage) {
