@@ -72,9 +72,7 @@ __device__ inline SoftmaxState merge_gathered_states(const SoftmaxState (&states
   float sum = 0.0f;
 #pragma unroll
   for (int i = 0; i < kStatesPerLane; ++i) sum = __fadd_rn(sum, __fmul_rn(states[i].sum, rescale(states[i].max, m, k_exp)));
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, offset));
-  return {m, sum};
+  return {m, warp_sum(sum)};
 }
 /// merge_gathered_states over every warp state of the cluster, gathered by one remote round trip.
 __device__ inline SoftmaxState merge_row_state(const cg::cluster_group& cluster, SoftmaxState* warp_states, float k_exp) {

@@ -18,6 +18,7 @@
 #include <math_constants.h>
 
 #include "kernels/row_segment.cuh"
+#include "kernels/warp_collectives.cuh"
 #include "softk/types.hpp"
 
 namespace softk::kernels {
@@ -130,13 +131,8 @@ __device__ __forceinline__ SoftmaxState warp_reduce(SoftmaxState state, float k)
     }
     return state;
   } else {
-    float m = state.max;
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
-    float sum = state.sum * rescale(state.max, m, k);
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, offset));
-    return {m, sum};
+    const float m = warp_max(state.max);
+    return {m, warp_sum(state.sum * rescale(state.max, m, k))};
   }
 }
 

@@ -21,6 +21,14 @@ __device__ __forceinline__ float warp_max(float value) {
   return value;
 }
 
+/// The sum over the warp by a butterfly of round-to-nearest adds (no contraction into an FMA):
+/// the two partners of each step add the same two numbers, so every lane gets the same bits.
+__device__ __forceinline__ float warp_sum(float value) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) value = __fadd_rn(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  return value;
+}
+
 /// The largest 32-bit value over the warp; every lane gets it. One instruction from sm_80.
 __device__ __forceinline__ unsigned warp_max(unsigned value) {
 #if __CUDA_ARCH__ >= 800
