@@ -7,6 +7,8 @@
 // from each thread's largest elements keyed with where they lie (block_slotted_seeds.cuh), and on
 // rows of 32-128 KB from the vectors whose maxima reach the K-th largest one's bin
 // (block_vector_maxima.cuh). No workspace, no second launch.
+#include <type_traits>
+
 #include "cuda_check.hpp"
 #include "kernels/block_argmax.cuh"
 #include "kernels/block_fused_topk.cuh"
@@ -20,10 +22,25 @@
 namespace softk::kernels {
 namespace {
 
+/// The row's exact top k, sorted, from `keys` (a candidate list, or the row itself), where a
+/// kernel's fast path cannot rank them (ties, a flat row, an overflowed list). Out of line, for the
+/// kernels whose streams it would take registers from: inlined in the span kernel, its 64-register
+/// builds spilled 16-32 bytes, and a change after the stream moved the stream by ~3,500 cycles a
+/// block (clock64); without the spill 64 rows of 128256-256000 bf16 at K = 50 ran 1.05-1.07x,
+/// other span rows 1.00-1.01x (H200, 2026-11-25). The slotted and vector-maxima kernels take it by
+/// input type (kSlottedExactOutOfLine, kVectorMaximaExactOutOfLine). Out of line in every fused
+/// core kernel, it took their fp32 builds from 56-62 registers to 63-64 and measured 0.97-1.03x,
+/// so they keep theirs inline.
+template <typename T, typename Keys>
+__device__ __noinline__ const TopkKey* select_exactly(unsigned k, const Keys keys, BlockTopkStorage& storage) {
+  return block_topk_sorted<kFusedThreads, kSignificantBits<T>>(k, keys, storage);
+}
+
 /// Writes row `row`'s sorted top-K from the candidates a fused core left in candidate_storage:
 /// by range bins, or, for an overflowed list or ties too many to rank in one bin, by the exact
-/// fallback over the list or the row itself. Called by all kFusedThreads threads.
-template <typename T>
+/// fallback over the list or the row itself (out of line where kExactOutOfLine: select_exactly).
+/// Called by all kFusedThreads threads.
+template <typename T, bool kExactOutOfLine>
 __device__ __forceinline__ void write_fused_top_k(const TopkProblem& problem, int64_t row, const RowSegment<T>& row_run,
                                                   const FusedCandidates& found, void* candidate_storage,
                                                   FusedTopkShared& shared) {
@@ -32,7 +49,10 @@ __device__ __forceinline__ void write_fused_top_k(const TopkProblem& problem, in
   if (write.wrote_nan_row()) return;
   if (found.write_top_k_by_range_bins(k, candidate_storage, write)) return;
   const TopkKey* sorted = found.with_key_source(row_run, [&](const auto& keys) {
-    return block_topk_sorted<kFusedThreads, kSignificantBits<T>>(k, keys, shared.storage);
+    if constexpr (kExactOutOfLine)
+      return select_exactly<T>(k, keys, shared.storage);
+    else
+      return block_topk_sorted<kFusedThreads, kSignificantBits<T>>(k, keys, shared.storage);
   });
   for (unsigned j = threadIdx.x; j < k; j += kFusedThreads) write(j, sorted[j]);
 }
@@ -40,7 +60,7 @@ __device__ __forceinline__ void write_fused_top_k(const TopkProblem& problem, in
 /// A kernel of a block per row whose candidates come from `core` (core(row_run, candidate_storage,
 /// shared): FusedCandidates, candidate_storage being the kernel's dynamic shared memory), written
 /// by write_fused_top_k.
-template <typename T, typename Core>
+template <typename T, bool kExactOutOfLine = false, typename Core>
 __device__ __forceinline__ void fused_row_top_k(const TopkProblem& problem, Core&& core) {
   extern __shared__ __align__(kDynamicSharedAlignment) RawVector candidate_storage[];
   __shared__ FusedTopkShared shared;
@@ -49,7 +69,7 @@ __device__ __forceinline__ void fused_row_top_k(const TopkProblem& problem, Core
   const int64_t row = blockIdx.x;
   const RowSegment<T> row_run(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
   const FusedCandidates found = core(row_run, static_cast<void*>(candidate_storage), shared);
-  write_fused_top_k(problem, row, row_run, found, candidate_storage, shared);
+  write_fused_top_k<T, kExactOutOfLine>(problem, row, row_run, found, candidate_storage, shared);
 }
 
 template <typename T, int LA, bool kListsVectors, bool kSeedsFromVectors>
@@ -62,11 +82,25 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   });
 }
 
+/// Where the slotted and vector-maxima kernels select exactly out of line (select_exactly), by
+/// input type. Inlined, the fp16 slotted build spilled 24 bytes and the vector-maxima builds 28-60
+/// (fp32, bf16, fp16). Out of line, against inlined (H200, 2026-11-25, llm logits, auto, runs of
+/// three and five rounds): fp16 slotted 1.017-1.023x at K = 256 (8192 x 4000 218.6 -> 213.7 us),
+/// 1.00x at K = 1024; vector maxima bf16 1.013-1.031x at 256-1024 rows of 32000-50257 (1024 x 50257
+/// K=1024 73.8 -> 71.6 us), fp32 0.994-1.009x, fp16 1.002-1.008x but 0.977-0.985x at 256 x 32000,
+/// where it stays inline.
+template <typename T>
+constexpr bool kSlottedExactOutOfLine = std::is_same_v<T, __half>;
+template <typename T>
+constexpr bool kVectorMaximaExactOutOfLine = !std::is_same_v<T, __half>;
+
 /// K > 64 on rows of at most 32 KB (rows_take_slotted_seeds): the candidates in one read of the row,
 /// by each thread's largest elements keyed with where they lie (block_slotted_seeds.cuh).
 template <typename T>
 __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm) topk_fused_slotted_kernel(TopkProblem problem) {
-  fused_row_top_k<T>(problem, [&](const RowSegment<T>& row_run, void* candidate_storage, FusedTopkShared& shared) {
+  constexpr bool kOutOfLine = kSlottedExactOutOfLine<T>;
+  fused_row_top_k<T, kOutOfLine>(problem, [&](const RowSegment<T>& row_run, void* candidate_storage,
+                                              FusedTopkShared& shared) {
     return block_slotted_candidates(row_run, static_cast<unsigned>(problem.k), problem.k_exp, candidate_storage,
                                     shared);
   });
@@ -78,22 +112,12 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm) topk_fused_s
 template <typename T>
 __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
     topk_fused_vector_maxima_kernel(TopkProblem problem, bool staged) {
-  fused_row_top_k<T>(problem, [&](const RowSegment<T>& row_run, void* candidate_storage, FusedTopkShared& shared) {
+  constexpr bool kOutOfLine = kVectorMaximaExactOutOfLine<T>;
+  fused_row_top_k<T, kOutOfLine>(problem, [&](const RowSegment<T>& row_run, void* candidate_storage,
+                                              FusedTopkShared& shared) {
     return block_vector_maxima_candidates(row_run, static_cast<unsigned>(problem.k), problem.k_exp, staged,
                                           candidate_storage, shared);
   });
-}
-
-/// The row's exact top k, sorted, where its spans name too many keys (ties, a flat row). Out of
-/// line, so that the span kernel's stream keeps its registers: inlined, its 64-register builds
-/// spilled 16-32 bytes, and a change after the stream moved the stream by ~3,500 cycles a block
-/// (clock64); without the spill 64 rows of 128256-256000 bf16 at K = 50 ran 1.05-1.07x, other
-/// span rows 1.00-1.01x (H200, 2026-11-25). Out of line in the fused core's kernels too, it took
-/// their fp32 builds from 56-62 registers to 63-64 and measured 0.97-1.03x, so they keep theirs.
-template <typename T>
-__device__ __noinline__ const TopkKey* select_whole_row(unsigned k, const RowSegment<T> row_run,
-                                                        BlockTopkStorage& storage) {
-  return block_topk_sorted<kFusedThreads, kSignificantBits<T>>(k, RowKeys<kFusedThreads, T>{row_run}, storage);
 }
 
 /// 1 < K <= kMaxSpanTopK on rows that take spans (rows_take_spans): a row's (m, d) and each
@@ -113,7 +137,7 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   const TopkKey* sorted = span_top_k;
   if (status_of(fold.total) != RowStatus::has_nan &&  // block-uniform
       !block_span_top_k<kFusedThreads>(k, row_run, fold, span_top_k, shared))  // ties, a flat row
-    sorted = select_whole_row(k, row_run, shared.storage);
+    sorted = select_exactly<T>(k, RowKeys<kFusedThreads, T>{row_run}, shared.storage);
   const RowOutput<kFusedThreads> write(problem, row, fold.total);
   if (write.wrote_nan_row()) return;
   for (unsigned j = threadIdx.x; j < k; j += kFusedThreads) write(j, sorted[j]);
