@@ -85,9 +85,9 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
 /// Where the slotted and vector-maxima kernels select exactly out of line (select_exactly), by
 /// input type. Inlined, the fp16 slotted build spilled 24 bytes and the vector-maxima builds 28-60
 /// (fp32, bf16, fp16). Out of line, against inlined (H200, 2026-11-25, llm logits, auto, runs of
-/// three and five rounds): fp16 slotted 1.017-1.023x at K = 256 (8192 x 4000 218.6 -> 213.7 us),
-/// 1.00x at K = 1024; vector maxima bf16 1.013-1.031x at 256-1024 rows of 32000-50257 (1024 x 50257
-/// K=1024 73.8 -> 71.6 us), fp32 0.994-1.009x, fp16 1.002-1.008x but 0.977-0.985x at 256 x 32000,
+/// three and five rounds): fp16 slotted 1.017-1.025x at K = 256 (8192 x 4000 218.6 -> 213.7 us),
+/// 1.00x at K = 1024; vector maxima bf16 1.012-1.031x at 256-1024 rows of 32000-50257 (1024 x 50257
+/// K=1024 73.8 -> 71.6 us), fp32 0.994-1.009x, fp16 1.001-1.008x but 0.977-0.985x at 256 x 32000,
 /// where it stays inline.
 template <typename T>
 constexpr bool kSlottedExactOutOfLine = std::is_same_v<T, __half>;
