@@ -65,8 +65,14 @@ constexpr int kStatesPerLane = kLargeCluster * kClusterWarps / 32;
 /// once, summed in a fixed order (each lane its slots in order, then a butterfly, whose two
 /// partners add the same two numbers), so the bits never depend on scheduling.
 __device__ inline SoftmaxState merge_gathered_states(const SoftmaxState (&states)[kStatesPerLane], float k_exp) {
-  const float m = warp_max(largest_max<kStatesPerLane>(states));
-  return {m, warp_sum(rescaled_sum_in_order<kStatesPerLane>(states, m, k_exp))};
+  float m = states[0].max;
+#pragma unroll
+  for (int i = 1; i < kStatesPerLane; ++i) m = fmaxf(m, states[i].max);
+  m = warp_max(m);
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kStatesPerLane; ++i) sum = __fadd_rn(sum, __fmul_rn(states[i].sum, rescale(states[i].max, m, k_exp)));
+  return {m, warp_sum(sum)};
 }
 /// merge_gathered_states over every warp state of the cluster, gathered by one remote round trip.
 __device__ inline SoftmaxState merge_row_state(const cg::cluster_group& cluster, SoftmaxState* warp_states, float k_exp) {
