@@ -149,6 +149,7 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
     topk_fused_argmax_kernel(TopkProblem problem, bool staged) {
   extern __shared__ __align__(kDynamicSharedAlignment) RawVector stage[];
   __shared__ BlockArgmaxScratch<kFusedThreads> scratch;
+  start_block_argmax(scratch);
   enter_after_previous_grid();
 
   const int64_t row = blockIdx.x;

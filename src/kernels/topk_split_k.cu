@@ -245,6 +245,7 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
     topk_split_k_argmax_chunk_kernel(TopkProblem problem, SplitTopkPlan plan, SplitTopkWorkspace w, bool staged) {
   extern __shared__ __align__(kDynamicSharedAlignment) RawVector stage[];
   __shared__ BlockArgmaxScratch<kFusedThreads> scratch;
+  start_block_argmax(scratch);
   enter_after_previous_grid();  // launched programmatically (chunk_launch): nothing global before it
 
   const ChunkSlot<T> at(problem, plan, w);
