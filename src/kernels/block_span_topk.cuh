@@ -1,21 +1,22 @@
 // The exact top-K (1 < K <= kMaxSpanTopK) of a long run by one block in one read: split-k's
 // chunks, and the rows of a block per row. The stream is K = 1's (block_argmax.cuh), except that a
-// thread keeps its largest key of each span of its elements instead of one (a span: J consecutive
-// turns of the block's loop, a thread's J vectors spaced a block apart; at most kMaxSpans spans, so
-// up to 16 x 512 keys a block, in shared memory). After the stream:
-//  1. A histogram of each thread's largest key finds a floor at or below the K-th largest of them,
-//     and so at or below the K-th largest span maximum, and names the spans whose maxima reach it:
-//     about K where the winners are spread. Where that names more than kMaxNamedSpans (the
-//     winners crowd a few threads), a histogram of the span maxima finds a floor with K to
-//     K + kSpanSlack of them at or above it.
+// thread keeps its largest value of each span of its elements (a span: J consecutive turns of the
+// block's loop, a thread's J vectors spaced a block apart; at most kMaxSpans spans, so up to
+// 16 x 512 a block, in shared memory). After the stream:
+//  1. A histogram of each thread's largest value finds a floor (a value) at or below the K-th
+//     largest of them, and so at or below the K-th largest span maximum, and names the spans
+//     whose maxima reach it: about K where the winners are spread. Where that names more than
+//     kMaxNamedSpans (the winners crowd a few threads), a histogram of the span maxima finds a
+//     floor with K to K + kSpanSlack of them above it, and ties at it.
 //  2. The block reads those spans again (~K x J vectors: ~1% of a chunk of 1 x 64M fp32 at
 //     K = 50) and gathers their keys at or above the floor.
 //  3. Each gathered key's rank among them is counted, and the K largest are written by rank.
 //
 // Exactness: the K largest thread maxima, or span maxima, are K distinct elements at or above the
 // floor, so every winner of the run is at or above it; and a winner's span maximum is at least the
-// winner, so its span is among those named in step 1. The gather therefore holds every winner. Where it holds
-// more than kMaxFastTopK keys (ties, a flat run) the caller selects from the run itself instead.
+// winner, so its span is among those named in step 1. The gather therefore holds every winner.
+// Where the spans at the floor are too many to name, or the gather holds more than kMaxFastTopK
+// keys (ties, a flat run), the caller selects from the run itself instead.
 //
 // Why: the fused core (block_fused_topk.cuh) agrees on a threshold from a prefix before its
 // stream and selects from ~400-1,500 candidates after it. A chunk grid of one wave pays those
@@ -24,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "kernels/block_argmax.cuh"
 #include "kernels/block_bin_threshold.cuh"
@@ -93,41 +95,59 @@ __device__ __forceinline__ TopkKey* span_keys() {
   return reinterpret_cast<TopkKey*>(dynamic_shared);
 }
 
-/// A thread's largest key of each span of its elements (fold_with_argmax's argmax), written to
-/// span_keys()[s kThreads + thread] as each span ends (the last by finish()). Edge elements,
-/// which a thread visits before its body, count in span 0. Over RunningArgmax, one register and
-/// one compare a group: the group's offset against the end of the current span. The spans' shift
-/// is read from shared memory (written, then a barrier, before the stream) where a span ends,
-/// rather than held in a register: the 16-bit streams run at their 64-register cap.
+/// The key that stands for a span whose largest value is x (not NaN), in slot `slot` of
+/// span_keys(): x's value bits, and the slot's bits in place of an index, so that no two spans'
+/// keys tie (block_bin_prefix counts keys down to their last bits). Only the value half is a
+/// span's: step 1 finds a floor on these keys and names the spans by its value half alone.
+__device__ __forceinline__ TopkKey span_key(float x, uint32_t slot) {
+  return (TopkKey{key_value_bits(x)} << 32) | TopkKey{~slot};
+}
+
+/// The span maximum's key: where a floor's value half is at or below it, its span is named.
+__device__ __forceinline__ TopkKey value_half(TopkKey key) { return key & ~TopkKey{0xFFFFFFFFu}; }
+
+/// A thread's largest value of each span of its elements (fold_with_argmax's argmax), written to
+/// span_keys()[s kThreads + thread] as span_key each span ends (the last by finish()). Edge
+/// elements, which a thread visits before its body, count in span 0. One maximum a group and
+/// one compare: the group's offset against the end of the current span. The spans' shift is read
+/// from shared memory (written, then a barrier, before the stream) where a span ends, rather than
+/// held in a register: the 16-bit streams run at their 64-register cap.
+/// Why values and no index: a RunningArgmax a span (the element's key) took a chain of selects
+/// at the first group of every span, which a span of one group a thread (chunks of 1 x 64M)
+/// pays at every group; the index is read again in step 2 anyway, from the named spans.
 template <int kThreads, typename T>
-struct SpanArgmax {
-  RunningArgmax running;
+struct SpanMaxima {
+  float largest;             ///< the current span's, by fmaxf: NaN until a group not all NaN
   const RowSegment<T>& run;  ///< the stream's own: nothing more held
   const int& shift;          ///< SpanCut's, in shared memory
   uint32_t span_end;         ///< segment offset of the current span's end (32-bit: plan_for)
 
-  __device__ __forceinline__ SpanArgmax(const RowSegment<T>& run_, const int& shared_shift)
-      : run(run_), shift(shared_shift), span_end(static_cast<uint32_t>(run_.head) + (1u << shared_shift)) {
+  __device__ __forceinline__ SpanMaxima(const RowSegment<T>& run_, const int& shared_shift)
+      : largest(std::numeric_limits<float>::quiet_NaN()),
+        run(run_),
+        shift(shared_shift),
+        span_end(static_cast<uint32_t>(run_.head) + (1u << shared_shift)) {
     for (int s = 0; s < kMaxSpans; ++s) span_keys()[s * kThreads + threadIdx.x] = kEmptyKey;
   }
 
   template <int N, int W>
-  __device__ __forceinline__ void offer(const ElementGroup<N, W>& group, int64_t segment_first_index) {
+  __device__ __forceinline__ void offer(const ElementGroup<N, W>& group, int64_t) {
     if constexpr (W > 1) {  // a body group (edges are single elements)
       if (static_cast<uint32_t>(group.offset[0]) >= span_end) {
         finish();
-        running = RunningArgmax{};
+        largest = std::numeric_limits<float>::quiet_NaN();
         span_end += 1u << *static_cast<const volatile int*>(&shift);  // a thread's spans come in turn
       }
     }
-    running.offer(group, segment_first_index);
+    largest = fmaxf(largest, group.max);
   }
 
-  /// Writes the current span's maximum.
+  /// Writes the current span's maximum (kEmptyKey for a span of NaNs alone, as its NaN row is
+  /// reported whole).
   __device__ __forceinline__ void finish() const {
     const int s = *static_cast<const volatile int*>(&shift);
-    const uint32_t span = ((span_end - static_cast<uint32_t>(run.head)) >> s) - 1;
-    span_keys()[span * kThreads + threadIdx.x] = running.best;
+    const uint32_t slot = (((span_end - static_cast<uint32_t>(run.head)) >> s) - 1) * kThreads + threadIdx.x;
+    span_keys()[slot] = largest == largest ? span_key(largest, slot) : kEmptyKey;
   }
 };
 
@@ -159,7 +179,7 @@ __device__ __forceinline__ SpanFold block_span_fold(const RowSegment<T>& run, fl
   if (threadIdx.x == 0) shared.span_shift = SpanCut<kThreads, T>(run).shift;
   __syncthreads();
   SoftmaxState state = empty_state();
-  SpanArgmax<kThreads, T> argmax(run, shared.span_shift);
+  SpanMaxima<kThreads, T> argmax(run, shared.span_shift);
   RawVector* stage = reinterpret_cast<RawVector*>(span_keys() + kMaxSpans * kThreads);
   fold_with_argmax<kThreads>(run, k_exp, staged, stage, state, argmax);
   argmax.finish();
@@ -219,8 +239,10 @@ __device__ __noinline__ bool block_span_top_k(unsigned k, const RowSegment<T> ru
     own_span_maxima([&](TopkKey key) { largest = max(largest, key); });
     if (largest != kEmptyKey) visit(largest);
   };
+  // A floor's value half alone: a span key's other half is its slot (span_key).
   if (threadIdx.x == 0) named_count = 0;  // block_bin_prefix_below's threshold starts with a barrier
-  TopkKey floor = block_bin_prefix_below(top, k, k + kSpanSlack, own_largest_value, own_largest, histogram).prefix;
+  TopkKey floor =
+      value_half(block_bin_prefix_below(top, k, k + kSpanSlack, own_largest_value, own_largest, histogram).prefix);
   name_spans_reaching(floor);
   __syncthreads();
   if (named_count > kMaxNamedSpans) {  // block-uniform
@@ -228,9 +250,12 @@ __device__ __noinline__ bool block_span_top_k(unsigned k, const RowSegment<T> ru
     histogram.clear();
     if (threadIdx.x == 0) named_count = 0;
     __syncthreads();
-    // At most k + kSpanSlack span maxima at or above this floor: every span it names fits.
-    floor = block_bin_prefix_below(top, k, k + kSpanSlack, own_span_maxima, histogram).prefix;
+    // At most k + kSpanSlack span keys at or above this floor, so as many span maxima above its
+    // value and any number at it: where those ties name too many, the caller selects.
+    floor = value_half(block_bin_prefix_below(top, k, k + kSpanSlack, own_span_maxima, histogram).prefix);
     name_spans_reaching(floor);
+    __syncthreads();
+    if (named_count > kMaxNamedSpans) return false;  // block-uniform
   }
   if (threadIdx.x == 0) storage.count = 0;
   __syncthreads();  // the spans are named
