@@ -41,21 +41,22 @@ namespace softk::kernels {
 constexpr int kMaxSpanTopK = 64;
 constexpr int kMaxSpans = 16;
 /// At 1 < K <= kMaxSpanTopK, runs past kMinSpanRunElements tokens and up to kMaxSpanRunElements list
-/// their top-K by spans rather than by the fused core:
-/// - split-k's chunks at K = 50 (H200, one run of two rounds, rows 1-16 of 1M-64M) 0.94-1.15x,
-///   geomean 1.05, on chunks of 16K-508K tokens (1 x 64M f32 83.4 -> 79.9 us, 4 x 1M bf16 19.0 ->
-///   16.5; 16 x 4M bf16 0.94, the one loss), and 0.97-1.01x on chunks of 1M-4M (4 x 64M bf16 0.99,
-///   8 x 64M bf16 0.97), where the fused core's fixed phases weigh less against the stream and a
-///   span's re-read grows with its J turns. Chunks of at most 8192 tokens are binned instead
-///   (topk_split_k.cu), so no chunk comes near the floor below.
-/// - the rows of a block per row, where rows_take_spans (topk_fused.cu) says, from the length
-///   past which `automatic` gives a row a block rather than a warp at K > 1 (1024 tokens:
-///   dispatch.cpp, warp_rows_pay). On rows of 2000-8000 tokens, where a thread holds one to four
-///   vectors (one span each: the spans named are threads), spans read 1.02-1.43x the fused core at
-///   K = 50 (H100, one run of two rounds, rows 8-256: 64 x 4000 f32 9.44 -> 6.69 us, 64 x 2000 bf16
-///   11.06 -> 8.11, 256 x 8000 f32 12.55 -> 10.92).
+/// their top-K by spans rather than by the fused core, at any batch: split-k's chunks and the rows
+/// of a block per row (from the length past which `automatic` gives a row a block rather than a
+/// warp at K > 1, 1024 tokens: dispatch.cpp, warp_rows_pay). Since spans keep values, not keys
+/// (SpanMaxima), against the fused core at K = 50 (H200, auto, llm logits, one run of three
+/// rounds, 2026-11-25): 16-bit runs of 256000 tokens to 4M 0.85-1.00x the time (4 x 64M bf16 in
+/// chunks of 1M 149.0 -> 141.8 us; 256 x 256000 bf16 42.1 -> 39.5; 64 x 1M bf16 64.7 -> 55.1), fp32
+/// 0.91-1.01x (64 x 1M 101.0 -> 91.4 us; 4 x 64M and 8 x 64M, chunks of 1M and 2M, 1.009-1.014x,
+/// the losses). Up to then spans stopped at 512K tokens, and 16-bit rows past 448 KB took them
+/// only in grids of up to half the SMs, where the 16-bit streams had paid more for a key a span
+/// than the core's fixed phases cost. Before that, at K = 50: chunks of 16K-508K tokens 0.94-1.15x
+/// (1 x 64M f32 83.4 -> 79.9 us; H200, 7d493e9), rows of 2000-8000 tokens 1.02-1.43x (64 x 4000
+/// f32 9.44 -> 6.69 us; H100, f4edf92) and of 128256-256000 0.90-0.98x at 128-1024 rows (H200,
+/// 5b007ba). Chunks of at most 8192 tokens are binned instead (topk_split_k.cu), so no chunk comes
+/// near the floor below. Past 4M tokens: not measured.
 constexpr int64_t kMinSpanRunElements = 1024;
-constexpr int64_t kMaxSpanRunElements = int64_t{1} << 19;
+constexpr int64_t kMaxSpanRunElements = int64_t{1} << 22;
 __host__ __device__ constexpr bool takes_spans(int64_t length, int32_t k) {
   return k > 1 && k <= kMaxSpanTopK && length > kMinSpanRunElements && length <= kMaxSpanRunElements;
 }

@@ -1,8 +1,8 @@
 // Fused softmax + top-k, a block per row: the fused core over the whole row (one read of it from
 // DRAM; see block_fused_topk.cuh), the exact top-K of its candidates selected and sorted, then
 // written with exp(x - m) / d; at K = 1 the row's largest key, which needs no candidates
-// (block_argmax.cuh); at 1 < K <= 64 on rows of 1K-512K tokens, K = 1's read with each thread's
-// largest key of every span of its elements, then the spans holding the winners read again
+// (block_argmax.cuh); at 1 < K <= 64 on rows of 1K-4M tokens, K = 1's read with each thread's
+// largest value of every span of its elements, then the spans holding the winners read again
 // (block_span_topk.cuh, as split-k's chunks); at K > 64 on rows of at most 32 KB, candidates
 // from each thread's largest elements keyed with where they lie (block_slotted_seeds.cuh), and on
 // rows of 32-128 KB from the vectors whose maxima reach the K-th largest one's bin
@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   });
 }
 
-/// 1 < K <= kMaxSpanTopK on rows that take spans (rows_take_spans): a row's (m, d) and each
+/// 1 < K <= kMaxSpanTopK on rows that take spans (takes_spans): a row's (m, d) and each
 /// thread's span maxima in one read, then its top-K from the spans holding it (block_span_topk.cuh),
 /// where the fused core pays a prefix, a seed select and a candidate select around its stream.
 template <typename T>
@@ -156,26 +156,6 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
   const RowSegment<T> row_run(row_pointer<T>(problem.logits, row, problem.row_stride), 0, problem.vocab);
   const RunArgmax found = block_argmax<kFusedThreads>(row_run, problem.k_exp, staged, stage, scratch);
   if (threadIdx.x == 0) write_argmax_row(problem, row, found.state, found.best);
-}
-
-/// 16-bit rows longer than this take spans only in grids of up to half the SMs: past it a 16-bit
-/// stream, issue-bound, pays more for the span maxima than the fused core's fixed phases cost.
-constexpr int64_t kSpansAnyGrid16BitRowBytes = 448 * 1024;
-
-/// Whether the rows take spans (topk_fused_span_kernel) rather than the fused core: the lengths
-/// that takes_spans allows, except 16-bit rows longer than kSpansAnyGrid16BitRowBytes in a grid
-/// of more than half the SMs. Measured at K = 50 against the fused core (H200, one run of two
-/// rounds, 2026-11-24 22:13, llm logits, rows 128-1024 of 128256-256000 tokens, 7bdbaab's span
-/// tail): fp32 0.90-0.94x the time at 128 rows, 0.94-0.96x at 256 (256 x 128256 40.38 -> 38.68 us),
-/// 0.975-0.987x at 1024; 16-bit rows of 151936 and 201088 tokens 0.92-0.99x, of 256000 (500 KB)
-/// 1.00x at 128 rows and 1.02x at 256 and 1024. Before the span tail's cuts (2104f8d), rows longer
-/// than 256 KB had read 0.93-1.03x at 128-1024 rows and took spans only up to half the SMs. Rows of
-/// up to 256 KB (32000-128256 tokens): 1.08-1.42x at 8-1024 rows; of 1025-8192 tokens (takes_spans'
-/// floor; H100, rows 8-256): 1.02-1.43x.
-bool rows_take_spans(const TopkProblem& problem, const DeviceInfo& device) {
-  const int64_t row_bytes = problem.vocab * static_cast<int64_t>(dtype_size(problem.dtype));
-  const bool long_16_bit_row = dtype_size(problem.dtype) == 2 && row_bytes > kSpansAnyGrid16BitRowBytes;
-  return takes_spans(problem.vocab, problem.k) && (!long_16_bit_row || 2 * problem.rows <= device.sm_count);
 }
 
 /// Whether the rows take slotted seeds (topk_fused_slotted_kernel) rather than the fused core:
@@ -242,7 +222,7 @@ void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, con
                                device, problem);
       return;
     }
-    if (rows_take_spans(problem, device)) {
+    if (takes_spans(problem.vocab, problem.k)) {
       launch_with_stream_stage_after(kSpanKeyBytes<kFusedThreads>, topk_fused_span_kernel<T>,
                                      dim3(static_cast<unsigned>(problem.rows)), block_launch, device, problem);
       return;

@@ -7,7 +7,7 @@
 //            - a short chunk (the batch-1 decode case) histograms its keys' top 12 bits and
 //              lists every key at or above the bin of its K-th largest (block_bin_threshold.cuh):
 //              one pass of shared-memory adds and one scan, no select, no sort;
-//            - a longer chunk at 1 < K <= 64, up to 512K tokens, keeps each thread's largest key
+//            - a longer chunk at 1 < K <= 64, up to 4M tokens, keeps each thread's largest value
 //              of every span of its elements in K = 1's one read, then reads again the few
 //              spans that hold its top-K (block_span_topk.cuh);
 //            - a long chunk runs the fused block core (block_fused_topk.cuh), where most
