@@ -1,8 +1,8 @@
 // K = 1 (greedy decoding) over a run of a row by one block: one read that folds the run into
-// (m, d) and keeps the block's largest key (BlockGatedArgmax), then one block reduction of both. The fused
-// kernel's rows and split-k's chunks take it at K = 1 (split-k's merge reduces the chunks' results
-// with block_reduce_argmax), and the cluster kernel's K = 1 form keeps its threads' keys the same
-// way (RunningArgmax).
+// (m, d) and keeps the block's largest key (BlockGatedArgmax), then one block reduction of both.
+// The fused kernel's rows and split-k's chunks take it at K = 1 (split-k's merge reduces the
+// chunks' results with block_reduce_argmax), and the cluster kernel's K = 1 form keeps its
+// threads' keys the same way (RunningArgmax).
 //
 // Why not the fused core (block_fused_topk.cuh): its prefix pass, seed select, listing and
 // counting sort exist to agree on a threshold below the K-th logit, and the largest key needs

@@ -104,7 +104,8 @@ __device__ __forceinline__ TopkKey span_key(float x, uint32_t slot) {
   return (TopkKey{key_value_bits(x)} << 32) | TopkKey{~slot};
 }
 
-/// The span maximum's key: where a floor's value half is at or below it, its span is named.
+/// A key with its low word zeroed: a floor found on span keys keeps its value half alone, so that
+/// spans are named, and elements gathered, by value.
 __device__ __forceinline__ TopkKey value_half(TopkKey key) { return key & ~TopkKey{0xFFFFFFFFu}; }
 
 /// A thread's largest value of each span of its elements (fold_with_argmax's argmax), written to
@@ -180,10 +181,10 @@ __device__ __forceinline__ SpanFold block_span_fold(const RowSegment<T>& run, fl
   if (threadIdx.x == 0) shared.span_shift = SpanCut<kThreads, T>(run).shift;
   __syncthreads();
   SoftmaxState state = empty_state();
-  SpanMaxima<kThreads, T> argmax(run, shared.span_shift);
+  SpanMaxima<kThreads, T> maxima(run, shared.span_shift);
   RawVector* stage = reinterpret_cast<RawVector*>(span_keys() + kMaxSpans * kThreads);
-  fold_with_argmax<kThreads>(run, k_exp, staged, stage, state, argmax);
-  argmax.finish();
+  fold_with_argmax<kThreads>(run, k_exp, staged, stage, state, maxima);
+  maxima.finish();
   return {block_reduce<kThreads / 32>(state, k_exp, shared.scratch), state.max};
 }
 
