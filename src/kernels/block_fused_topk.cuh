@@ -204,12 +204,10 @@ void with_fused_core_shape(int32_t k, int64_t run_length, int64_t runs, SplitSiz
 }
 
 /// Launches `kernel` on args... in blocks of kFusedThreads with `bytes` of dynamic shared memory.
-/// Past the 48 KB default the kernel opts in first (a per-device attribute, hence on every launch).
 template <typename... Params, typename... Args>
 void launch_with_dynamic_shared(std::size_t bytes, void (*kernel)(Params...), dim3 grid, const LaunchContext& launch,
                                 const Args&... args) {
-  if (bytes > 48 * 1024)
-    SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  if (bytes > 0) allow_most_dynamic_shared(kernel);
   KernelLaunch(grid, kFusedThreads, bytes, launch.stream).programmatic(launch.programmatic)(kernel, args...);
 }
 

@@ -1,5 +1,10 @@
-// sm90_image_loaded(): the one place that asks which image the device loaded (kernel_launch.hpp).
+// sm90_image_loaded(): the one place that asks which image the device loaded; and
+// allow_most_dynamic_shared() (kernel_launch.hpp).
 #include "kernels/kernel_launch.hpp"
+
+#include <mutex>
+#include <set>
+#include <utility>
 
 namespace softk::kernels {
 namespace {
@@ -16,6 +21,19 @@ bool sm90_image_loaded(const DeviceInfo& device) {
     SOFTK_CUDA_CHECK(cudaFuncGetAttributes(&image, image_probe_kernel));
     return image.ptxVersion >= 90;
   });
+}
+
+void allow_most_dynamic_shared(const void* kernel) {
+  static std::mutex mutex;
+  static std::set<std::pair<int, const void*>> allowed;  // (device, kernel)
+  const int device = detail::current_device_ordinal();
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (allowed.count({device, kernel}) != 0) return;
+  cudaFuncAttributes attributes{};
+  SOFTK_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  const int most = current_device_info().max_shared_memory_per_block - static_cast<int>(attributes.sharedSizeBytes);
+  SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+  allowed.insert({device, kernel});
 }
 
 }  // namespace softk::kernels

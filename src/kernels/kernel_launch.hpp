@@ -41,6 +41,19 @@ inline bool programmatic_launch_pays(int64_t blocks, int64_t crowded_blocks, con
 /// would not wait) and thread-block clusters. Asked once per device.
 bool sm90_image_loaded(const DeviceInfo& device);
 
+/// Lets `kernel` take, beside its static shared memory, as much dynamic shared memory as the
+/// device allows a block: once per kernel and device (thread-safe), before its first launch with
+/// dynamic shared memory. Why the most and not a launch's bytes: the default limit is 48 KB for
+/// static and dynamic together, so a kernel with static shared memory fails a launch under 48 KB
+/// of dynamic; and a limit set to each launch's bytes races with another host thread launching the
+/// same kernel with more. The limit reserves nothing: occupancy follows a launch's own bytes.
+void allow_most_dynamic_shared(const void* kernel);
+
+template <typename... Params>
+void allow_most_dynamic_shared(void (*kernel)(Params...)) {
+  allow_most_dynamic_shared(reinterpret_cast<const void*>(kernel));
+}
+
 /// One launch: kernel<<<grid, block, shared_bytes, stream>>> plus the attributes added.
 /// The configuration points at the object's own attribute array, so a move re-points it and
 /// copies are refused.

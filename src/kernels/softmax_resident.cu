@@ -3,11 +3,12 @@
 //  - register_resident: each thread caches kRegisterVectors 16-byte vectors in registers
 //    (V up to 6144 fp32 / 12288 fp16/bf16);
 //  - shared_memory: 1024 threads x 4 vectors in registers, and the rest of the row in dynamic
-//    shared memory (opted in above 48 KB), for V up to ~72K fp32 / ~144K fp16/bf16 on Hopper.
+//    shared memory (allow_most_dynamic_shared), for V up to ~72K fp32 / ~144K fp16/bf16 on Hopper.
 // Vectors are cached raw (4 registers each, whatever the dtype) and widened on use.
 #include <algorithm>
 
 #include "cuda_check.hpp"
+#include "kernels/kernel_launch.hpp"
 #include "kernels/online_softmax.cuh"
 #include "kernels/row_segment.cuh"
 #include "kernels/softmax_launch.hpp"
@@ -151,10 +152,7 @@ __global__ void __launch_bounds__(Shape::kBlockThreads, 1024 / Shape::kBlockThre
 template <typename T, typename OutT, typename Shape, bool kUseShared>
 void launch_shape(const SoftmaxProblem& problem, std::size_t shared_bytes, cudaStream_t stream) {
   auto* kernel = softmax_resident_kernel<T, OutT, Shape, kUseShared>;
-  if constexpr (kUseShared) {
-    SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(shared_bytes)));
-  }
+  if constexpr (kUseShared) allow_most_dynamic_shared(kernel);
   const int64_t blocks = (problem.rows + Shape::kRowsPerBlock - 1) / Shape::kRowsPerBlock;
   kernel<<<static_cast<unsigned>(blocks), Shape::kBlockThreads, shared_bytes, stream>>>(problem);
   SOFTK_CHECK_LAUNCH();
