@@ -181,6 +181,10 @@ struct DistParams {
   int64_t count = 16;
   /// adversarial_stride: winners all equal (ties must then go to the lower index).
   bool tied_winners = false;
+  /// adversarial_stride: lanes side by side holding winners, `lane_gap` tokens apart: winner j
+  /// at (j / lanes) * S + c + (j % lanes) * lane_gap (a vector's width apart: neighbouring threads).
+  int64_t lanes = 1;
+  int64_t lane_gap = 0;
 };
 
 /// Fills one row (V master fp32 values) of distribution `d`.
@@ -241,8 +245,9 @@ inline void fill_row(Dist d, const DistParams& p, uint64_t seed, int64_t row, in
         const int64_t lanes[] = {0, S - 1, S / 2 + 1, 1};
         c = lanes[row % 4] % S;
       }
+      const int64_t side_by_side = std::max<int64_t>(1, p.lanes);
       for (int64_t j = 0; j < p.count; ++j) {
-        const int64_t i = j * S + c;
+        const int64_t i = (j / side_by_side) * S + c + (j % side_by_side) * p.lane_gap;
         if (i >= V) break;
         // Random order inside [10, 14): the largest is not simply the first.
         x[i] = p.tied_winners ? 10.0f : static_cast<float>(10.0 + 4.0 * rng.uniform());

@@ -63,6 +63,7 @@ inline std::string case_name(const TopkCase& c, bool show_dist) {
   if (c.dist == Dist::adversarial_stride) {
     n += "_S" + std::to_string(c.params.stride) + (c.params.tied_winners ? "_tied" : "");
     if (c.params.count != c.k) n += "_N" + std::to_string(c.params.count);  // winners other than K
+    if (c.params.lanes > 1) n += "_L" + std::to_string(c.params.lanes);
   }
   if (c.layout.row_stride) n += "_stride" + std::to_string(c.layout.row_stride);
   if (c.layout.offset) n += "_off" + std::to_string(c.layout.offset);
@@ -89,6 +90,7 @@ inline std::string input_key(const TopkCase& c) {
   return std::string(dtype_name(c.dtype)) + "/" + std::to_string(c.V) + "/" + std::to_string(c.rows) + "/" +
          dist_name(c.dist) + "/" + std::to_string(c.params.stride) + "/" + std::to_string(c.params.count) + "/" +
          std::to_string(c.params.channel) + "/" + std::to_string(c.params.tied_winners) + "/" +
+         std::to_string(c.params.lanes) + "/" + std::to_string(c.params.lane_gap) + "/" +
          std::to_string(c.layout.row_stride) + "/" + std::to_string(c.layout.offset);
 }
 inline std::string oracle_key(const TopkCase& c) {

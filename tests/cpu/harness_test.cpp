@@ -112,6 +112,21 @@ TEST(Harness, AdversarialStridePutsExactlyTheWinnersOnOneStride) {
   }
 }
 
+TEST(Harness, AdversarialStrideLanesSitSideBySide) {
+  DistParams p;
+  p.stride = 1000;
+  p.channel = 3;
+  p.count = 12;
+  p.lanes = 4;
+  p.lane_gap = 8;
+  const HostLogits h = make_logits(DType::f32, 1, 1, 3000, Dist::adversarial_stride, p);
+  std::vector<int64_t> winners;
+  for (int64_t i = 0; i < h.vocab; ++i)
+    if (h.at(0, i) >= 10.0f) winners.push_back(i);
+  // Winner j at (j / 4) x 1000 + 3 + (j % 4) x 8.
+  EXPECT_EQ(winners, (std::vector<int64_t>{3, 11, 19, 27, 1003, 1011, 1019, 1027, 2003, 2011, 2019, 2027}));
+}
+
 TEST(Harness, LayoutsPlaceGarbageWhereNoOpMayRead) {
   const HostLogits h = make_logits(DType::f16, 2, 1, 5, Dist::normal, {}, {8, 1});
   ASSERT_EQ(h.bytes.size(), (1 + 2 * 8) * 2u);

@@ -6,8 +6,8 @@
 //   Shapes/TopkSplitK    rows {1,2,3,7} x V {1 .. 2^20+3, 2^24+3 (rows 1)} x K {1,2,16,50,256,1024},
 //                        fp32 LLM-like logits
 //   Dtypes/TopkSplitK    f16 / bf16 on a subset (quantisation makes ties common)
-//   Inputs/TopkSplitK    every distribution at a mid V and at V = 2^20+3; strided / misaligned
-//                        layouts with log-probs; temperature
+//   Inputs/TopkSplitK    every distribution at a mid V, at V = 2^20+3 and at 2^22+3 (span
+//                        chunks); strided / misaligned layouts with log-probs; temperature
 //   Batch/TopkSplitK     rows 8-32 at V <= 256000, where auto may take narrower clusters, and
 //                        rows 4-24 at V >= 2^20+3 (one 2^22+3), where it takes longer chunks;
 //                        rows 64-128 of 16001-128256, which auto runs in one wave of clusters
@@ -160,6 +160,10 @@ std::vector<TopkCase> input_cases() {
       {DType::f32, 151936, 3, 1},   {DType::bf16, 4097, 7, 1},   {DType::f32, 256000, 1, 1},
       {DType::f32, kV1M, 1, 1},     {DType::bf16, kV1M, 3, 1},
       {DType::f32, int64_t{1} << 22, 1, 1}, {DType::bf16, (int64_t{1} << 22) + 3, 2, 1},
+      // Span chunks (block_span_topk.cuh) and the merge from their sorted lists' heads: one row
+      // of 2^22+3 at K = 33 in ~17K-token chunks (an odd K: a padding slot a list), and two bf16
+      // rows at K = 50 (auto: ~32K-token chunks, one wave for the batch).
+      {DType::f32, (int64_t{1} << 22) + 3, 1, 33}, {DType::bf16, (int64_t{1} << 22) + 3, 2, 50},
   };
   for (const Shape& s : shapes)
     for (Dist d : kAllDists) add(out, s.dt, s.V, s.rows, s.k, d);

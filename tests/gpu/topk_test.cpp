@@ -478,14 +478,26 @@ std::vector<TopkCase> slotted_seed_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Guard, TopkSlottedSeeds, ::testing::ValuesIn(slotted_seed_cases()), param_name);
 
-// Exactness guard (5): the spans of short rows (1 < K <= 64 on rows past 1024 tokens that take a
-// block each: block_span_topk.cuh). A thread of such a row holds at most four vectors, one span,
-// so the floor comes from the thread maxima and the spans named are threads. Every distribution
-// at K = 2, 50 and 64, fp32, bf16 and fp16, on rows of 1025 tokens (half the threads or more hold
-// no vector, one an edge element), 2000, a misaligned 4095 (edge elements in span 0) and 8192; and
-// 64 winners side by side (the K-th largest thread maximum then lies in the background, so the
-// floor names many threads), or one thread's stride apart, tied or not. Four rows: `automatic`
-// gives them a block each (dispatch.cpp), where forced fused takes the warp per row up to 32 KB.
+// Exactness guard (5): the spans of rows that take a block each at 1 < K <= 64 (past 1024 tokens
+// and up to 4M: block_span_topk.cuh).
+//  - Short rows: a thread holds at most four vectors, one span, so the floor comes from the thread
+//    maxima and the spans named are threads. Every distribution at K = 2, 50 and 64, fp32, bf16
+//    and fp16, on rows of 1025 tokens (half the threads or more hold no vector, one an edge
+//    element), 2000, a misaligned 4095 (edge elements in span 0) and 8192; and 64 winners side by
+//    side (the K-th largest thread maximum then lies in the background, so the floor names many
+//    threads), or one thread's stride apart, tied or not. Four rows: `automatic` gives them a
+//    block each (dispatch.cpp), where forced fused takes the warp per row up to 32 KB.
+//  - Many spans a thread: every distribution on misaligned rows of 131077 tokens (16 spans of 4
+//    turns in fp32, 8 in 16-bit), forced fused; a thread's stride apart, 64 winners fill 16 of one
+//    thread's spans.
+//  - The second floor, from the span maxima: 64 winners one a span in the 16 spans of four
+//    neighbouring threads (rows of 2^20 tokens: a span is 65536 tokens, one vector in 512 of them
+//    a thread's), over a background whose maximum, 3.0, most threads hold. The first floor, the
+//    K-th largest thread maximum, is then 3.0 and names ~1,300 spans; the K-th largest span
+//    maximum is a winner's, and names only the winners' spans.
+//  - The longest runs: rows of 2^22 tokens (16 spans of 128 turns in fp32), LLM-like, and 64
+//    winners 2048 tokens apart, tied or not; 2^22 - 3 misaligned; 2^22 + 1, past the spans' reach
+//    (the fused core).
 
 class TopkSpanRows : public GpuTestWithParam<TopkCase> {};
 
@@ -493,9 +505,29 @@ TEST_P(TopkSpanRows, IsExact) { check_case(GetParam(), stream()); }
 
 std::vector<TopkCase> span_row_cases() {
   std::vector<TopkCase> out;
-  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
     for (int64_t V : {1025, 2000, 4095, 8192})
       add_every_distribution(out, dt, V, {2, 50, 64}, 64, {TopkImpl::automatic}, V == 4095);
+    add_every_distribution(out, dt, 131077, {2, 50, 64}, 64, {TopkImpl::fused}, true);
+    const int64_t width = dt == DType::f32 ? 4 : 8;
+    for (int32_t k : {50, 64})
+      for (bool tied : {false, true}) {
+        TopkCase c = stride_winners_case(TopkImpl::fused, dt, int64_t{1} << 20, k, 65536, 64, tied);
+        c.params.channel = 0;
+        c.params.lanes = 4;
+        c.params.lane_gap = width;
+        out.push_back(c);
+      }
+  }
+  constexpr int64_t kLongest = int64_t{1} << 22;
+  for (DType dt : {DType::f32, DType::bf16}) {
+    out.push_back(topk_case(TopkImpl::fused, dt, kLongest, 2, 50, Dist::llm_like));
+    for (bool tied : {false, true}) out.push_back(stride_winners_case(TopkImpl::fused, dt, kLongest, 64, 2048, 64, tied));
+    TopkCase misaligned = topk_case(TopkImpl::fused, dt, kLongest - 3, 2, 50, Dist::llm_like);
+    misaligned.layout = Layout{kLongest + 2, dt == DType::f32 ? 3 : 7};
+    out.push_back(misaligned);
+    out.push_back(topk_case(TopkImpl::fused, dt, kLongest + 1, 2, 50, Dist::llm_like));
+  }
   return finish(out, true);
 }
 
