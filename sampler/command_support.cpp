@@ -24,6 +24,13 @@ void add_common_options(CLI::App& command, CommonOptions& options) {
   command.add_option("--chunk-rows", options.chunk_rows, "rows read per chunk (default: as many as fit in 256 MiB)");
 }
 
+CLI::Option* add_output_option(CLI::App& command, std::string& path, const std::string& description) {
+  const CLI::Validator not_empty(
+      [](std::string& value) { return value.empty() ? std::string("the path must not be empty") : std::string(); },
+      "PATH");
+  return command.add_option("-o,--output", path, description)->check(not_empty);
+}
+
 LogitsFile open_input(const CommonOptions& options) {
   if (!(std::isfinite(options.temperature) && options.temperature > 0.0f)) {
     std::ostringstream value;

@@ -28,6 +28,10 @@ struct CommonOptions {
 /// Adds FILE, --tensor, --shape, --dtype, --backend, --temperature and --chunk-rows to `command`.
 void add_common_options(CLI::App& command, CommonOptions& options);
 
+/// Adds -o,--output PATH to `command`, refusing an empty PATH when parsed (an empty name would
+/// fail only at the final rename, after all the work, with no name to show).
+CLI::Option* add_output_option(CLI::App& command, std::string& path, const std::string& description);
+
 /// Every algorithm of each op, in the order --algorithm lists them.
 inline const std::vector<softk::SoftmaxAlgorithm> kSoftmaxAlgorithms = {
     softk::SoftmaxAlgorithm::automatic, softk::SoftmaxAlgorithm::register_resident,

@@ -78,12 +78,14 @@ void run_info(const InfoOptions& options) {
   std::optional<Vocab> vocab;
   if (!options.vocab.empty()) vocab = Vocab::load(options.vocab);
   const std::unique_ptr<Backend> backend = make_backend(options.common.backend);
-  print_file_summary(file, *backend, options.common.temperature, vocab.has_value());
 
   std::vector<float> scratch(static_cast<std::size_t>(file.vocab()));
   stream_softmax(
       file, *backend, softmax_options(options.common, options.algorithm), options.common.chunk_rows, "info",
       [&](const softk::LogitsView& chunk, int64_t first, int64_t rows, const float* probs, const int32_t* status) {
+        // With the first chunk's rows, so that an op refused on it (a temperature the library
+        // rejects, a forced algorithm that cannot hold V) leaves stdout empty.
+        if (first == 0) print_file_summary(file, *backend, options.common.temperature, vocab.has_value());
         for (int64_t r = 0; r < rows; ++r) {
           print_row(file, first + r, static_cast<softk::RowStatus>(status[r]),
                     static_cast<const unsigned char*>(chunk.data) + r * file.row_bytes(), probs + r * file.vocab(),

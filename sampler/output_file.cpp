@@ -58,12 +58,24 @@ void AtomicOutputFile::write(const void* data, std::size_t bytes) {
 }
 
 void AtomicOutputFile::commit() {
+  close();
+  publish();
+}
+
+void AtomicOutputFile::close() {
   // fclose flushes and reports errors of the final buffered write (a full disk shows up here).
   const bool closed = std::fclose(stream_) == 0;
   stream_ = nullptr;
   if (!closed) throw file_error(path_, "write failed: " + errno_text());
+}
+
+void AtomicOutputFile::publish() {
   if (::rename(temp_path_.c_str(), path_.c_str()) != 0) throw file_error(path_, "cannot write output: " + errno_text());
   committed_ = true;
+}
+
+void AtomicOutputFile::withdraw() noexcept {
+  if (committed_) ::unlink(path_.c_str());
 }
 
 NpyWriter::NpyWriter(std::string path, NpyElement element, std::vector<int64_t> shape) : file_(std::move(path)) {
@@ -78,12 +90,30 @@ void NpyWriter::append(const void* data, int64_t count) {
   written_ += count;
 }
 
-void NpyWriter::commit() {
+void NpyWriter::check_complete() const {
   if (written_ != expected_) {
     throw file_error(
         path(), "internal error: wrote " + std::to_string(written_) + " of " + std::to_string(expected_) + " elements");
   }
+}
+
+void NpyWriter::commit() {
+  check_complete();
   file_.commit();
+}
+
+void commit_together(NpyWriter& first, NpyWriter& second) {
+  first.check_complete();
+  second.check_complete();
+  first.file_.close();
+  second.file_.close();
+  first.file_.publish();
+  try {
+    second.file_.publish();
+  } catch (...) {
+    first.file_.withdraw();
+    throw;
+  }
 }
 
 }  // namespace sampler

@@ -26,6 +26,11 @@ class AtomicOutputFile {
   /// Flushes, closes and renames the temporary file to path(). Throws sampler::Error on failure
   /// (the temporary is then removed by the destructor).
   void commit();
+  /// commit() in two steps, for outputs that must appear together: close() flushes and closes
+  /// (where a full disk shows), publish() renames; withdraw() removes a published file again.
+  void close();
+  void publish();
+  void withdraw() noexcept;
 
  private:
   void discard() noexcept;
@@ -53,10 +58,18 @@ class NpyWriter {
   /// was appended.
   void commit();
 
+  /// Commits `first` and `second` so that both appear or neither: both are closed, where a write
+  /// error shows, before either is renamed, and `first` is removed again if `second`'s rename fails.
+  friend void commit_together(NpyWriter& first, NpyWriter& second);
+
  private:
+  void check_complete() const;
+
   AtomicOutputFile file_;
   int64_t expected_ = 1;
   int64_t written_ = 0;
 };
+
+void commit_together(NpyWriter& first, NpyWriter& second);
 
 }  // namespace sampler

@@ -35,7 +35,7 @@ void add_softmax_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand("softmax", "softmax(logits / T) over the vocabulary, written as f32 .npy");
   add_common_options(*command, options->common);
   add_algorithm_option(*command, options->algorithm, kSoftmaxAlgorithms);
-  command->add_option("-o,--output", options->output, "output .npy, shaped like the input")->required();
+  add_output_option(*command, options->output, "output .npy, shaped like the input")->required();
   command->callback([options] { run_softmax(*options); });
 }
 

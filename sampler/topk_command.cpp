@@ -42,8 +42,7 @@ void save_topk(const TopkCommandOptions& options, const LogitsFile& file, Backen
                 probs_file.append(probs, rows * k);
                 tally.add(status, rows);
               });
-  indices_file.commit();
-  probs_file.commit();
+  commit_together(indices_file, probs_file);
   tally.report();
 }
 
@@ -88,10 +87,9 @@ void add_topk_command(CLI::App& app) {
           ->default_str("table");
   CLI::Option* vocab =
       command->add_option("--vocab", options->vocab, "token strings: tokenizer.json, vocab.json or one token per line");
-  command
-      ->add_option(
-          "-o,--output", options->output_prefix,
-          "write PREFIX.indices.npy (int32) and PREFIX.probs.npy (f32), [leading dims..., K], instead of printing")
+  add_output_option(*command, options->output_prefix,
+                    "write PREFIX.indices.npy (int32) and PREFIX.probs.npy (f32), [leading dims..., K], instead of "
+                    "printing")
       ->excludes(format)
       ->excludes(vocab);
   command->callback([options] { run_topk(*options); });

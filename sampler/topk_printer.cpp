@@ -67,14 +67,15 @@ TopkPrinter::TopkPrinter(std::ostream& out, OutputFormat format, std::vector<int
                          const Vocab* vocab)
     : out_(out), format_(format), shape_(std::move(shape)), k_(k), vocab_(vocab) {
   id_width_ = std::max<int>(5, static_cast<int>(std::to_string(shape_.back() - 1).size()));
-  if (format_ == OutputFormat::tsv) {
-    for (std::size_t d = 0; d + 1 < shape_.size(); ++d) out_ << kLeadingDimNames[d] << '\t';
-    out_ << "rank\ttoken_id\tprob\tlogprob" << (vocab_ ? "\ttoken" : "") << '\n';
-  }
 }
 
 void TopkPrinter::print_rows(int64_t first_row, int64_t count, const float* log_probs, const int32_t* indices,
                              const int32_t* status) {
+  if (format_ == OutputFormat::tsv && !header_printed_) {
+    for (std::size_t d = 0; d + 1 < shape_.size(); ++d) out_ << kLeadingDimNames[d] << '\t';
+    out_ << "rank\ttoken_id\tprob\tlogprob" << (vocab_ ? "\ttoken" : "") << '\n';
+    header_printed_ = true;
+  }
   for (int64_t i = 0; i < count; ++i) {
     const float* row_log_probs = log_probs + i * k_;
     const int32_t* row_indices = indices + i * k_;

@@ -47,6 +47,9 @@ class TopkPrinter {
   int32_t k_;
   const Vocab* vocab_;
   int id_width_;
+  /// TSV: whether the header line is out. It goes with the first rows, so that an op refused on
+  /// the first chunk leaves stdout empty.
+  bool header_printed_ = false;
 };
 
 }  // namespace sampler

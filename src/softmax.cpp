@@ -36,6 +36,7 @@ void softmax(const LogitsView& logits, void* out, const SoftmaxOptions& options,
   detail::require(out != logits.data, "out must not alias logits.data", "the same pointer");
   detail::validate_temperature(options.temperature);
   detail::validate_out_dtype(logits, options.out_dtype);
+  detail::validate_softmax_outputs(out, options);
   validate_algorithm(options.algorithm);
   detail::validate_workspace(workspace, workspace_bytes, softmax_workspace_size(logits, options));
 

@@ -74,7 +74,7 @@ std::size_t topk_workspace_size(const LogitsView& logits, int32_t k, const TopkO
 
 void topk(const LogitsView& logits, int32_t k, float* probs, int32_t* indices, const TopkOptions& options,
           void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
-  detail::validate_topk_call(logits, k, probs, indices, options.temperature);
+  detail::validate_topk_call(logits, k, probs, indices, options);
   check_algorithm(logits, k, options.algorithm);
   const Plan plan = plan_for(logits, k, options.algorithm);
   detail::validate_workspace(workspace, workspace_bytes, plan.workspace_bytes);

@@ -23,11 +23,13 @@ void require(bool ok, const std::string& what, const std::string& value) {
 void validate_logits(const LogitsView& logits) {
   require(logits.data != nullptr, "logits.data must not be null", "nullptr");
   validate_logits_shape(logits);
-  const auto address = reinterpret_cast<uintptr_t>(logits.data);
-  require(address % dtype_size(logits.dtype) == 0,
-          std::string("logits.data must be aligned to its element size (") + to_string(logits.dtype) + ")",
-          "address % " + std::to_string(dtype_size(logits.dtype)) + " = " +
-              std::to_string(address % dtype_size(logits.dtype)));
+  validate_aligned(logits.data, "logits.data", dtype_size(logits.dtype));
+}
+
+void validate_aligned(const void* pointer, const std::string& name, std::size_t alignment) {
+  const std::size_t offset = reinterpret_cast<uintptr_t>(pointer) % alignment;
+  require(offset == 0, name + " must be " + std::to_string(alignment) + "-byte aligned",
+          "address % " + std::to_string(alignment) + " = " + std::to_string(offset));
 }
 
 void validate_logits_shape(const LogitsView& logits) {
@@ -39,8 +41,12 @@ void validate_logits_shape(const LogitsView& logits) {
   require(logits.vocab < (int64_t{1} << 31), "logits.vocab must be < 2^31", str(logits.vocab));
   require(logits.row_stride == 0 || logits.row_stride >= logits.vocab,
           "logits.row_stride must be 0 (dense) or >= vocab (" + str(logits.vocab) + ")", str(logits.row_stride));
-  require(logits.batch <= INT32_MAX / logits.steps, "logits.batch * logits.steps must be < 2^31", 
+  require(logits.batch <= INT32_MAX / logits.steps, "logits.batch * logits.steps must be < 2^31",
           str(logits.batch) + " * " + str(logits.steps));
+  // So that every byte offset of the view, rows x stride x element size, fits int64_t.
+  const int64_t stride = logits.row_stride == 0 ? logits.vocab : logits.row_stride;
+  require(stride <= (int64_t{1} << 60) / logits.rows(), "logits rows x row_stride must be < 2^60 elements",
+          str(logits.rows()) + " x " + str(stride));
 }
 
 void validate_temperature(float temperature) {
@@ -69,16 +75,30 @@ void validate_not_null(const void* pointer, const char* name) {
 
 void validate_workspace(const void* workspace, std::size_t bytes, std::size_t needed) {
   require(bytes >= needed, "workspace_bytes must be >= " + std::to_string(needed), std::to_string(bytes));
-  require(needed == 0 || workspace != nullptr, "workspace must not be null", "nullptr");
+  if (needed == 0) return;
+  require(workspace != nullptr, "workspace must not be null", "nullptr");
+  validate_aligned(workspace, "workspace", kWorkspaceAlignment);
+}
+
+void validate_row_status(const int32_t* row_status) {
+  if (row_status != nullptr) validate_aligned(row_status, "options.row_status", sizeof(int32_t));
+}
+
+void validate_softmax_outputs(const void* out, const SoftmaxOptions& options) {
+  validate_aligned(out, "out", dtype_size(options.out_dtype));
+  validate_row_status(options.row_status);
 }
 
 void validate_topk_call(const LogitsView& logits, int32_t k, const float* probs, const int32_t* indices,
-                        float temperature) {
+                        const TopkOptions& options) {
   validate_logits(logits);
   validate_k(logits, k);
   validate_not_null(probs, "probs");
+  validate_aligned(probs, "probs", sizeof(float));
   validate_not_null(indices, "indices");
-  validate_temperature(temperature);
+  validate_aligned(indices, "indices", sizeof(int32_t));
+  validate_row_status(options.row_status);
+  validate_temperature(options.temperature);
 }
 
 }  // namespace softk::detail

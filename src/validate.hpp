@@ -2,6 +2,7 @@
 // the same bad input with the same message, before anything is launched or written.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "softk/softmax.hpp"
@@ -21,11 +22,22 @@ void validate_temperature(float temperature);
 void validate_k(const LogitsView& logits, int32_t k);
 void validate_out_dtype(const LogitsView& logits, DType out_dtype);
 void validate_not_null(const void* pointer, const char* name);
+/// `pointer` (named `name` in the message) at a multiple of `alignment` bytes.
+void validate_aligned(const void* pointer, const std::string& name, std::size_t alignment);
+/// What a workspace's start must be a multiple of: the kernels load 16-byte vectors from it
+/// (cudaMalloc gives 256).
+constexpr std::size_t kWorkspaceAlignment = 16;
+/// At least `needed` bytes, and where any are needed, a non-null, kWorkspaceAlignment-aligned start.
 void validate_workspace(const void* workspace, std::size_t bytes, std::size_t needed);
 
-/// The argument checks every top-k entry point (op, reference, CPU) shares: logits, k, outputs,
-/// temperature.
+/// options.row_status, where given, 4-byte aligned.
+void validate_row_status(const int32_t* row_status);
+/// Once out is non-null and options.out_dtype valid: out aligned to that dtype, and row_status.
+void validate_softmax_outputs(const void* out, const SoftmaxOptions& options);
+
+/// The argument checks every top-k entry point (op, reference, CPU) shares: logits, k, outputs
+/// (non-null, element-aligned), row_status, temperature.
 void validate_topk_call(const LogitsView& logits, int32_t k, const float* probs, const int32_t* indices,
-                        float temperature);
+                        const TopkOptions& options);
 
 }  // namespace softk::detail

@@ -54,8 +54,10 @@ std::size_t softmax_workspace_size(const LogitsView& logits, const SoftmaxOption
 /// the vector/scalar split, and so the summation order, moves with the row's address).
 /// `automatic` may choose a different algorithm for a different row count; results then agree
 /// to rounding (~1e-6 relative).
-/// `workspace` may be null only when softmax_workspace_size() returns 0. `out` must not overlap
-/// the logits (only exact equality is detected). logits.data must be aligned to its element size. Throws softk::Error on bad arguments, before anything is launched; throws
+/// `workspace` may be null only when softmax_workspace_size() returns 0, and is otherwise 16-byte
+/// aligned (cudaMalloc gives 256). `out` must not overlap the logits (only exact equality is
+/// detected). logits.data and out must be aligned to their element sizes, options.row_status to
+/// 4 bytes. Throws softk::Error on bad arguments, before anything is launched; throws
 /// softk::CudaError if a launch fails.
 void softmax(const LogitsView& logits, void* out, const SoftmaxOptions& options, void* workspace,
              std::size_t workspace_bytes, cudaStream_t stream);

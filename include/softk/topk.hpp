@@ -84,8 +84,10 @@ std::size_t topk_workspace_size(const LogitsView& logits, int32_t k, const TopkO
 /// the same bits whatever batch a row sits in (at the same 16-byte phase, as for softmax);
 /// `automatic` may pick another algorithm for another row count, or cut a row into fewer parts
 /// when a batch has more rows, and its probabilities then agree to rounding (~1e-6 relative).
-/// Throws softk::Error on bad arguments (null pointers, K outside [1, V], non-positive
-/// temperature, too-small workspace) before anything is launched.
+/// Throws softk::Error on bad arguments (null pointers, pointers off their element alignment, K
+/// outside [1, V], non-positive temperature, too-small workspace) before anything is launched.
+/// logits.data must be aligned to its element size, probs, indices and options.row_status to 4
+/// bytes, and a workspace, where one is needed, to 16 (cudaMalloc gives 256).
 void topk(const LogitsView& logits, int32_t k, float* probs, int32_t* indices, const TopkOptions& options,
           void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
 

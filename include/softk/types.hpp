@@ -62,7 +62,8 @@ const char* to_string(RowStatus status);
 namespace softk {
 
 /// Host helper: converts `count` elements of `dtype` at `src` (host memory) to fp32 at `dst`.
-/// Exact: every f16 and bf16 value is representable in fp32.
+/// Exact: every f16 and bf16 value is representable in fp32. Throws softk::Error on a null
+/// pointer (where count > 0) or an unknown dtype.
 void convert_to_f32(const void* src, DType dtype, float* dst, std::size_t count);
 
 }  // namespace softk

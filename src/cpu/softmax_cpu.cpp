@@ -11,6 +11,9 @@
 namespace softk {
 
 void convert_to_f32(const void* src, DType dtype, float* dst, std::size_t count) {
+  if (count == 0) return;
+  detail::validate_not_null(src, "src");
+  detail::validate_not_null(dst, "dst");
   const auto* halves = static_cast<const uint16_t*>(src);
   switch (dtype) {
     case DType::f32: std::memcpy(dst, src, count * sizeof(float)); return;
@@ -27,6 +30,7 @@ void softmax(const LogitsView& logits, void* out, const SoftmaxOptions& options)
   detail::validate_not_null(out, "out");
   detail::validate_temperature(options.temperature);
   detail::validate_out_dtype(logits, options.out_dtype);
+  detail::validate_softmax_outputs(out, options);
 
   const int64_t vocab = logits.vocab;
   std::vector<float> row(static_cast<std::size_t>(vocab));

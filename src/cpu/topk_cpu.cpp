@@ -12,7 +12,7 @@
 namespace softk::cpu {
 
 void topk(const LogitsView& logits, int32_t k, float* probs, int32_t* indices, const TopkOptions& options) {
-  detail::validate_topk_call(logits, k, probs, indices, options.temperature);
+  detail::validate_topk_call(logits, k, probs, indices, options);
 
   const int64_t vocab = logits.vocab;
   std::vector<float> row(static_cast<std::size_t>(vocab));

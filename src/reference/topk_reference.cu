@@ -93,7 +93,7 @@ std::size_t topk_workspace_size(const LogitsView& logits, int32_t k) {
 
 void topk(const LogitsView& logits, int32_t k, float* probs, int32_t* indices, const TopkOptions& options,
           void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
-  detail::validate_topk_call(logits, k, probs, indices, options.temperature);
+  detail::validate_topk_call(logits, k, probs, indices, options);
   validate_reference_size(logits);
   detail::validate_workspace(workspace, workspace_bytes, reference::topk_workspace_size(logits, k));
 

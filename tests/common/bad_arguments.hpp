@@ -23,6 +23,11 @@
 namespace softk_test {
 
 inline void* fake_pointer(int tag) { return reinterpret_cast<void*>(static_cast<uintptr_t>(0x1000 + 0x100 * tag)); }
+/// `pointer` moved `bytes` on: off the alignment of any element wider than `bytes`.
+template <class T>
+T* off_alignment(T* pointer, int bytes = 2) {
+  return reinterpret_cast<T*>(reinterpret_cast<uintptr_t>(pointer) + bytes);
+}
 
 inline std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -109,6 +114,8 @@ inline std::vector<BadLogitsCase> bad_logits_cases() {
       {"row_stride_below_vocab", [](V& v) { v.row_stride = 999; }, {"row_stride", "999"}},
       {"row_stride_negative", [](V& v) { v.row_stride = -1; }, {"row_stride", "-1"}},
       {"rows_overflow", [](V& v) { v.batch = v.steps = int64_t{1} << 40; }, {"batch"}},
+      // 6 rows of 2^59: byte offsets past int64_t.
+      {"row_stride_overflow", [](V& v) { v.row_stride = int64_t{1} << 59; }, {"row_stride", "576460752303423488"}},
       // An f32 view two bytes off its element alignment: the kernels' scalar loads would fault.
       {"misaligned_data", [](V& v) { v.data = static_cast<const char*>(v.data) + 2; }, {"data", "aligned"}},
   };

@@ -29,6 +29,22 @@ TEST(CpuValidation, SoftmaxRejectsNullOut) {
   EXPECT_TRUE(throws_error_naming([&] { cpu_softmax(valid_fake_logits(), nullptr, {}); }, {"out", "null"}));
 }
 
+TEST(CpuValidation, SoftmaxRejectsMisalignedOutAndRowStatus) {
+  EXPECT_TRUE(throws_error_naming([&] { cpu_softmax(valid_fake_logits(), off_alignment(fake_pointer(2)), {}); },
+                                  {"out", "aligned"}));
+  softk::SoftmaxOptions o;
+  o.row_status = off_alignment(static_cast<int32_t*>(fake_pointer(3)));
+  EXPECT_TRUE(throws_error_naming([&] { cpu_softmax(valid_fake_logits(), fake_pointer(2), o); }, {"row_status", "aligned"}));
+}
+
+TEST(CpuValidation, ConvertToF32RejectsNullPointers) {
+  float dst[4];
+  const uint16_t src[4] = {};
+  EXPECT_TRUE(throws_error_naming([&] { softk::convert_to_f32(nullptr, DType::bf16, dst, 4); }, {"src", "null"}));
+  EXPECT_TRUE(throws_error_naming([&] { softk::convert_to_f32(src, DType::bf16, nullptr, 4); }, {"dst", "null"}));
+  softk::convert_to_f32(nullptr, DType::bf16, nullptr, 0);  // nothing to convert: no pointer is read
+}
+
 TEST(CpuValidation, SoftmaxRejectsBadTemperature) {
   for (const auto& t : bad_temperatures()) {
     softk::SoftmaxOptions o;
@@ -84,6 +100,12 @@ TEST(CpuValidation, TopkRejectsNullOutputs) {
       [&] { softk::cpu::topk(valid_fake_logits(), 5, nullptr, static_cast<int32_t*>(fake_pointer(3)), {}); }, {"probs", "null"}));
   EXPECT_TRUE(throws_error_naming(
       [&] { softk::cpu::topk(valid_fake_logits(), 5, static_cast<float*>(fake_pointer(2)), nullptr, {}); }, {"indices", "null"}));
+  float* probs = static_cast<float*>(fake_pointer(2));
+  int32_t* indices = static_cast<int32_t*>(fake_pointer(3));
+  EXPECT_TRUE(throws_error_naming([&] { softk::cpu::topk(valid_fake_logits(), 5, off_alignment(probs), indices, {}); },
+                                  {"probs", "aligned"}));
+  EXPECT_TRUE(throws_error_naming([&] { softk::cpu::topk(valid_fake_logits(), 5, probs, off_alignment(indices), {}); },
+                                  {"indices", "aligned"}));
 }
 
 TEST(CpuValidation, TopkRejectsBadTemperature) {

@@ -88,6 +88,27 @@ TEST(GpuOpValidation, SoftmaxRejectsOutAliasingLogits) {
   EXPECT_TRUE(throws_error_naming([&] { gpu_softmax(v, const_cast<void*>(v.data), {}); }, {"out"}));
 }
 
+// Outputs off their element alignment: a kernel's store there would fault, and a misaligned
+// address leaves the CUDA context unusable, so they are refused as null ones are.
+TEST(GpuOpValidation, SoftmaxRejectsMisalignedOutAndRowStatus) {
+  for (auto algorithm : kSoftmaxAlgorithms) {
+    SCOPED_TRACE(softk::to_string(algorithm));
+    softk::SoftmaxOptions o;
+    o.algorithm = algorithm;
+    EXPECT_TRUE(throws_error_naming([&] { gpu_softmax(valid_fake_logits(), off_alignment(fake_pointer(5)), o); },
+                                    {"out", "aligned"}));
+    softk::SoftmaxOptions with_status = o;
+    with_status.row_status = off_alignment(static_cast<int32_t*>(fake_pointer(6)));
+    EXPECT_TRUE(throws_error_naming([&] { gpu_softmax(valid_fake_logits(), fake_pointer(5), with_status); },
+                                    {"row_status", "aligned"}));
+  }
+  softk::LogitsView half = valid_fake_logits();  // 16-bit out: two bytes apart is aligned, one is not
+  half.dtype = DType::bf16;
+  softk::SoftmaxOptions o;
+  o.out_dtype = DType::bf16;
+  EXPECT_TRUE(throws_error_naming([&] { gpu_softmax(half, off_alignment(fake_pointer(5), 1), o); }, {"out", "aligned"}));
+}
+
 TEST(GpuOpValidation, SoftmaxRejectsUnknownAlgorithm) {
   softk::SoftmaxOptions o;
   o.algorithm = static_cast<softk::SoftmaxAlgorithm>(42);
@@ -127,6 +148,8 @@ TEST(GpuOpValidation, SoftmaxRejectsTooSmallOrNullWorkspace) {
                                   {"workspace_bytes", std::to_string(need - 1)}));
   EXPECT_TRUE(throws_error_naming([&] { gpu_softmax(v, fake_pointer(5), o, fake_workspace(), 0); }, {"workspace_bytes", "0"}));
   EXPECT_TRUE(throws_error_naming([&] { gpu_softmax(v, fake_pointer(5), o, nullptr, need); }, {"workspace", "null"}));
+  EXPECT_TRUE(throws_error_naming([&] { gpu_softmax(v, fake_pointer(5), o, off_alignment(fake_workspace(), 8), need); },
+                                  {"workspace", "aligned"}));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -160,6 +183,14 @@ TEST(GpuOpValidation, TopkRejectsBadKNullOutputsAndTemperature) {
           << "k = " << k;
     EXPECT_TRUE(throws_error_naming([&] { gpu_topk(valid_fake_logits(), 5, nullptr, fake_indices(), o); }, {"probs", "null"}));
     EXPECT_TRUE(throws_error_naming([&] { gpu_topk(valid_fake_logits(), 5, fake_probs(), nullptr, o); }, {"indices", "null"}));
+    EXPECT_TRUE(throws_error_naming([&] { gpu_topk(valid_fake_logits(), 5, off_alignment(fake_probs()), fake_indices(), o); },
+                                    {"probs", "aligned"}));
+    EXPECT_TRUE(throws_error_naming([&] { gpu_topk(valid_fake_logits(), 5, fake_probs(), off_alignment(fake_indices()), o); },
+                                    {"indices", "aligned"}));
+    softk::TopkOptions with_status = o;
+    with_status.row_status = off_alignment(static_cast<int32_t*>(fake_pointer(6)));
+    EXPECT_TRUE(throws_error_naming([&] { gpu_topk(valid_fake_logits(), 5, fake_probs(), fake_indices(), with_status); },
+                                    {"row_status", "aligned"}));
     for (const auto& t : bad_temperatures()) {
       softk::TopkOptions ot = o;
       ot.temperature = t.value;
@@ -210,6 +241,8 @@ TEST(GpuOpValidation, ReferenceSoftmaxRejectsBadArguments) {
     EXPECT_TRUE(throws_error_naming([&] { softk::reference::softmax(v, fake_probs(), {}, nullptr); }, c.needles)) << c.name;
   }
   EXPECT_TRUE(throws_error_naming([&] { softk::reference::softmax(valid_fake_logits(), nullptr, {}, nullptr); }, {"out", "null"}));
+  EXPECT_TRUE(throws_error_naming([&] { softk::reference::softmax(valid_fake_logits(), off_alignment(fake_probs()), {}, nullptr); },
+                                  {"out", "aligned"}));
   for (const auto& t : bad_temperatures()) {
     softk::SoftmaxOptions o;
     o.temperature = t.value;
@@ -238,6 +271,8 @@ TEST(GpuOpValidation, ReferenceTopkRejectsBadArguments) {
     EXPECT_TRUE(throws_error_naming([&] { ref_topk(valid_fake_logits(), k, fake_probs(), fake_indices(), {}); },
                                     {"k", std::to_string(k)}));
   EXPECT_TRUE(throws_error_naming([&] { ref_topk(valid_fake_logits(), 5, nullptr, fake_indices(), {}); }, {"probs", "null"}));
+  EXPECT_TRUE(throws_error_naming([&] { ref_topk(valid_fake_logits(), 5, off_alignment(fake_probs()), fake_indices(), {}); },
+                                  {"probs", "aligned"}));
   EXPECT_TRUE(throws_error_naming([&] { ref_topk(valid_fake_logits(), 5, fake_probs(), nullptr, {}); }, {"indices", "null"}));
   for (const auto& t : bad_temperatures()) {
     softk::TopkOptions o;

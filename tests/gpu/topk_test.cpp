@@ -665,6 +665,8 @@ TEST_F(TopkWorkspace, TooSmallOrNullWorkspaceIsRefusedBeforeLaunch) {
     };
     EXPECT_TRUE(throws_error_naming([&] { call_with(b.workspace.get(), need - 1); }, {"workspace_bytes", std::to_string(need - 1)}));
     EXPECT_TRUE(throws_error_naming([&] { call_with(nullptr, need); }, {"workspace", "null"}));
+    EXPECT_TRUE(throws_error_naming([&] { call_with(static_cast<char*>(b.workspace.get()) + 8, need); },
+                                    {"workspace", "aligned"}));
     EXPECT_TRUE(b.probs.untouched(stream()) && b.indices.untouched(stream())) << "a refused call wrote its outputs";
   }
   // The fused path needs none: a null workspace of 0 bytes must work.

@@ -408,6 +408,7 @@ TEST_F(CliBadInputTest, BadParameters) {
       {"temperature nan", "", "", {"--temperature", "nan"}, "--temperature"},
       {"temperature inf", "", "", {"--temperature", "inf"}, "--temperature"},
       {"temperature text", "", "", {"--temperature", "warm"}, "--temperature"},
+      {"temperature subnormal", "", "", {"--temperature", "1e-40"}, "temperature"},
       {"unknown backend", "", "", {"--backend", "gpu"}, "--backend: gpu not in {auto,cuda,cpu}"},
       {"unknown algorithm", "", "", {"--algorithm", "bogo"}, "--algorithm: bogo not in"},
       {"bad shape text", "", "", {"--shape", "2x3"}, "--shape: expected 1 to 3 positive integers"},
@@ -436,6 +437,37 @@ TEST_F(CliBadInputTest, UnwritableOutputs) {
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_EQ(result.err, "sampler: error: " + out.file("top.probs.npy") + ": cannot write output: it is a directory\n");
   EXPECT_EQ(out.entries(), std::vector<std::string>{"top.probs.npy"});
+}
+
+// A call the library refuses on the first chunk (a subnormal temperature, which passes the CLI's
+// own check; on CUDA also a forced algorithm that cannot hold V) leaves stdout empty: the TSV
+// header and info's file summary go out with the first rows, not before.
+TEST_F(CliBadInputTest, RefusedOpsPrintNothing) {
+  const std::vector<std::vector<std::string>> commands = {
+      {"topk", input(), "-k", "3"},
+      {"topk", input(), "-k", "3", "--format", "json"},
+      {"topk", input(), "-k", "3", "--format", "tsv"},
+      {"info", input()}};
+  for (std::vector<std::string> args : commands) {
+    args.insert(args.end(), {"--temperature", "1e-40", "--backend", "cpu"});
+    const RunResult result = run_sampler(args);
+    EXPECT_EQ(result.exit_code, 1) << args[0] << " " << args.back();
+    EXPECT_EQ(result.out, "") << args[0];
+    EXPECT_EQ(sampler_test::count_lines(result.err), 1) << result.err;
+    EXPECT_NE(result.err.find("temperature must be >= 4.3e-39"), std::string::npos) << result.err;
+  }
+}
+
+TEST_F(CliBadInputTest, EmptyOutputPathIsACommandLineError) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"softmax", input(), "-o", "", "--backend", "cpu"},
+        std::vector<std::string>{"topk", input(), "-k", "3", "-o", "", "--backend", "cpu"}}) {
+    const RunResult result = run_sampler(args);
+    EXPECT_EQ(result.exit_code, 2) << args[0];
+    EXPECT_EQ(result.out, "") << args[0];
+    EXPECT_NE(result.err.find("--output"), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find("must not be empty"), std::string::npos) << result.err;
+  }
 }
 
 TEST_F(CliBadInputTest, CudaBackendWithoutDevice) {

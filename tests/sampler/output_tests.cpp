@@ -5,6 +5,10 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <vector>
+
+#include <sys/stat.h>
 
 #include "error.hpp"
 #include "output_file.hpp"
@@ -96,6 +100,43 @@ TEST(NpyWriter, RefusesToCommitAnIncompleteArray) {
     EXPECT_THROW(writer.commit(), sampler::Error);
   }
   EXPECT_TRUE(dir.entries().empty());
+}
+
+// topk -o's two files appear together or not at all.
+TEST(NpyWriter, CommitsTogetherOrNotAtAll) {
+  TempDir dir;
+  const float values[6] = {};
+  {
+    sampler::NpyWriter first(dir.file("a.npy"), sampler::NpyElement::f32, {2, 3});
+    sampler::NpyWriter second(dir.file("b.npy"), sampler::NpyElement::i32, {2, 3});
+    first.append(values, 6);
+    second.append(values, 6);
+    sampler::commit_together(first, second);
+  }
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.npy", "b.npy"}));
+
+  TempDir failing;
+  {
+    sampler::NpyWriter first(failing.file("a.npy"), sampler::NpyElement::f32, {2, 3});
+    sampler::NpyWriter second(failing.file("b.npy"), sampler::NpyElement::i32, {2, 3});
+    first.append(values, 6);
+    second.append(values, 6);
+    // The second's rename fails (its path became a directory after it was opened): the first,
+    // already renamed into place, is taken back.
+    ASSERT_EQ(::mkdir(failing.file("b.npy").c_str(), 0755), 0);
+    EXPECT_THROW(sampler::commit_together(first, second), sampler::Error);
+  }
+  EXPECT_EQ(failing.entries(), std::vector<std::string>{"b.npy"});
+
+  TempDir incomplete;
+  {
+    sampler::NpyWriter first(incomplete.file("a.npy"), sampler::NpyElement::f32, {2, 3});
+    sampler::NpyWriter second(incomplete.file("b.npy"), sampler::NpyElement::i32, {2, 3});
+    first.append(values, 6);
+    second.append(values, 5);
+    EXPECT_THROW(sampler::commit_together(first, second), sampler::Error);
+  }
+  EXPECT_TRUE(incomplete.entries().empty());
 }
 
 TEST(EscapeToken, MakesEveryByteVisibleOnOneLine) {
