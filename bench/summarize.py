@@ -55,6 +55,7 @@ class Result:
     us: float = math.nan
     gbps: float = math.nan
     pct_copy: float = math.nan
+    host_us: float = math.nan  # host time of one enqueue (softk_bench's host_us), where measured
     reps: int = 0
     error: str = ""
     source: str = ""
@@ -151,12 +152,14 @@ def load(paths, name_filter=None) -> Dataset:
                 r.us = _to_us(m)
                 r.gbps = float(m.get("GB/s", math.nan))
                 r.pct_copy = float(m.get("pct_copy", math.nan))
+                r.host_us = float(m.get("host_us", math.nan))
                 r.reps = int(m.get("repetitions", 0) or len(slot["iters"]))
             elif slot["iters"]:
                 its = slot["iters"]
                 r.us = statistics.median(_to_us(e) for e in its)
                 r.gbps = statistics.median(float(e.get("GB/s", math.nan)) for e in its)
                 r.pct_copy = statistics.median(float(e.get("pct_copy", math.nan)) for e in its)
+                r.host_us = statistics.median(float(e.get("host_us", math.nan)) for e in its)
                 r.reps = len(its)
             else:
                 r.error = slot["error"] or "no result"
@@ -393,6 +396,20 @@ def section_targets(ds: Dataset, tol):
     return "\n".join(lines)
 
 
+def section_host(ds: Dataset, kind, max_rows=16):
+    """Host time per enqueue against GPU time, for auto at decode batch sizes (rows <= max_rows)."""
+    rows = []
+    for by_algo in group_by_shape(ds, kind).values():
+        r = by_algo.get("auto")
+        if r is None or r.rows > max_rows or math.isnan(r.host_us):
+            continue
+        rows.append([shape_str(r), r.dtype, r.dist, fmt(r.us, 2), fmt(r.host_us, 2), fmt(r.host_us / r.us, 2)])
+    if not rows:
+        return ""
+    return (f"### {kind}: host time per call (auto, rows <= {max_rows})\n\n" +
+            table(["shape", "dtype", "dist", "GPU µs", "host µs", "host / GPU"], rows))
+
+
 def section_skipped(ds: Dataset):
     by_msg = defaultdict(list)
     for name, r in ds.results.items():
@@ -426,6 +443,7 @@ def main(argv=None):
             parts.append(section_pivot(ds, kind))
         parts.append(section_dispatcher(ds, kind, args.tolerance))
         parts.append(section_crossovers(ds, kind))
+        parts.append(section_host(ds, kind))
     parts.append(section_targets(ds, args.tolerance))
     parts.append(section_skipped(ds))
     md = "\n\n".join(p for p in parts if p) + "\n"

@@ -13,8 +13,8 @@ namespace {
 
 void validate_algorithm(SoftmaxAlgorithm algorithm) {
   const auto a = static_cast<int32_t>(algorithm);
-  detail::require(a >= 0 && a <= static_cast<int32_t>(SoftmaxAlgorithm::split_k),
-                  "options.algorithm must be a SoftmaxAlgorithm", std::to_string(a));
+  SOFTK_REQUIRE(a >= 0 && a <= static_cast<int32_t>(SoftmaxAlgorithm::split_k),
+                "options.algorithm must be a SoftmaxAlgorithm", std::to_string(a));
 }
 
 bool uses_workspace(SoftmaxAlgorithm algorithm) {
@@ -33,7 +33,7 @@ void softmax(const LogitsView& logits, void* out, const SoftmaxOptions& options,
              std::size_t workspace_bytes, cudaStream_t stream) {
   detail::validate_logits(logits);
   detail::validate_not_null(out, "out");
-  detail::require(out != logits.data, "out must not alias logits.data", "the same pointer");
+  SOFTK_REQUIRE(out != logits.data, "out must not alias logits.data", "the same pointer");
   detail::validate_temperature(options.temperature);
   detail::validate_out_dtype(logits, options.out_dtype);
   detail::validate_softmax_outputs(out, options);
@@ -46,17 +46,17 @@ void softmax(const LogitsView& logits, void* out, const SoftmaxOptions& options,
     algorithm = detail::choose_softmax_algorithm(logits.rows(), logits.vocab, logits.dtype, device);
   if (algorithm == SoftmaxAlgorithm::register_resident) {
     const int64_t capacity = kernels::register_capacity(logits.dtype);
-    detail::require(logits.vocab <= capacity,
-                    "algorithm register_resident holds V <= " + std::to_string(capacity) + " for " +
-                        to_string(logits.dtype),
-                    "V=" + std::to_string(logits.vocab));
+    SOFTK_REQUIRE(logits.vocab <= capacity,
+                  "algorithm register_resident holds V <= " + std::to_string(capacity) + " for " +
+                      to_string(logits.dtype),
+                  "V=" + std::to_string(logits.vocab));
   }
   if (algorithm == SoftmaxAlgorithm::shared_memory) {
     const int64_t capacity = kernels::shared_memory_capacity(logits.dtype, device);
-    detail::require(logits.vocab <= capacity,
-                    "algorithm shared_memory holds V <= " + std::to_string(capacity) + " for " +
-                        to_string(logits.dtype) + " on this device",
-                    "V=" + std::to_string(logits.vocab));
+    SOFTK_REQUIRE(logits.vocab <= capacity,
+                  "algorithm shared_memory holds V <= " + std::to_string(capacity) + " for " +
+                      to_string(logits.dtype) + " on this device",
+                  "V=" + std::to_string(logits.vocab));
   }
 
   const kernels::SoftmaxProblem problem{logits.data, logits.dtype, logits.rows(), logits.vocab, logits.stride(), out,

@@ -16,16 +16,16 @@ namespace {
 /// the row count.
 void check_algorithm(const LogitsView& logits, int32_t k, TopkAlgorithm algorithm) {
   const auto a = static_cast<int32_t>(algorithm);
-  detail::require(a >= 0 && a <= static_cast<int32_t>(TopkAlgorithm::split_k),
-                  "options.algorithm must be a TopkAlgorithm", std::to_string(a));
+  SOFTK_REQUIRE(a >= 0 && a <= static_cast<int32_t>(TopkAlgorithm::split_k),
+                "options.algorithm must be a TopkAlgorithm", std::to_string(a));
   if (algorithm == TopkAlgorithm::fused || algorithm == TopkAlgorithm::split_k)
-    detail::require(k <= kMaxFastTopK,
-                    std::string("algorithm ") + to_string(algorithm) + " serves k <= " + std::to_string(kMaxFastTopK) +
-                        " (use radix_select or auto)",
-                    "k=" + std::to_string(k));
+    SOFTK_REQUIRE(k <= kMaxFastTopK,
+                  std::string("algorithm ") + to_string(algorithm) + " serves k <= " + std::to_string(kMaxFastTopK) +
+                      " (use radix_select or auto)",
+                  "k=" + std::to_string(k));
   if (algorithm == TopkAlgorithm::split_k)
-    detail::require(logits.rows() <= 65535, "algorithm split_k serves at most 65535 rows (one grid row each)",
-                    "rows=" + std::to_string(logits.rows()));
+    SOFTK_REQUIRE(logits.rows() <= 65535, "algorithm split_k serves at most 65535 rows (one grid row each)",
+                  "rows=" + std::to_string(logits.rows()));
 }
 
 /// The algorithm that will run and the workspace it needs. Only a forced fused path is settled

@@ -16,67 +16,66 @@ std::string str(double v) {
 std::string str(int64_t v) { return std::to_string(v); }
 }  // namespace
 
-void require(bool ok, const std::string& what, const std::string& value) {
-  if (!ok) throw Error("softk: " + what + " (got " + value + ")");
-}
+void fail(const std::string& what, const std::string& value) { throw Error("softk: " + what + " (got " + value + ")"); }
 
 void validate_logits(const LogitsView& logits) {
-  require(logits.data != nullptr, "logits.data must not be null", "nullptr");
+  SOFTK_REQUIRE(logits.data != nullptr, "logits.data must not be null", "nullptr");
   validate_logits_shape(logits);
   validate_aligned(logits.data, "logits.data", dtype_size(logits.dtype));
 }
 
-void validate_aligned(const void* pointer, const std::string& name, std::size_t alignment) {
+void validate_aligned(const void* pointer, const char* name, std::size_t alignment) {
   const std::size_t offset = reinterpret_cast<uintptr_t>(pointer) % alignment;
-  require(offset == 0, name + " must be " + std::to_string(alignment) + "-byte aligned",
-          "address % " + std::to_string(alignment) + " = " + std::to_string(offset));
+  SOFTK_REQUIRE(offset == 0, std::string(name) + " must be " + std::to_string(alignment) + "-byte aligned",
+                "address % " + std::to_string(alignment) + " = " + std::to_string(offset));
 }
 
 void validate_logits_shape(const LogitsView& logits) {
   const auto d = static_cast<int32_t>(logits.dtype);
-  require(d >= 0 && d <= 2, "logits.dtype must be f32, f16 or bf16", std::to_string(d));
-  require(logits.batch >= 1, "logits.batch must be >= 1", str(logits.batch));
-  require(logits.steps >= 1, "logits.steps must be >= 1", str(logits.steps));
-  require(logits.vocab >= 1, "logits.vocab must be >= 1", str(logits.vocab));
-  require(logits.vocab < (int64_t{1} << 31), "logits.vocab must be < 2^31", str(logits.vocab));
-  require(logits.row_stride == 0 || logits.row_stride >= logits.vocab,
-          "logits.row_stride must be 0 (dense) or >= vocab (" + str(logits.vocab) + ")", str(logits.row_stride));
-  require(logits.batch <= INT32_MAX / logits.steps, "logits.batch * logits.steps must be < 2^31",
-          str(logits.batch) + " * " + str(logits.steps));
+  SOFTK_REQUIRE(d >= 0 && d <= 2, "logits.dtype must be f32, f16 or bf16", std::to_string(d));
+  SOFTK_REQUIRE(logits.batch >= 1, "logits.batch must be >= 1", str(logits.batch));
+  SOFTK_REQUIRE(logits.steps >= 1, "logits.steps must be >= 1", str(logits.steps));
+  SOFTK_REQUIRE(logits.vocab >= 1, "logits.vocab must be >= 1", str(logits.vocab));
+  SOFTK_REQUIRE(logits.vocab < (int64_t{1} << 31), "logits.vocab must be < 2^31", str(logits.vocab));
+  SOFTK_REQUIRE(logits.row_stride == 0 || logits.row_stride >= logits.vocab,
+                "logits.row_stride must be 0 (dense) or >= vocab (" + str(logits.vocab) + ")", str(logits.row_stride));
+  SOFTK_REQUIRE(logits.batch <= INT32_MAX / logits.steps, "logits.batch * logits.steps must be < 2^31",
+                str(logits.batch) + " * " + str(logits.steps));
   // So that every byte offset of the view, rows x stride x element size, fits int64_t.
   const int64_t stride = logits.row_stride == 0 ? logits.vocab : logits.row_stride;
-  require(stride <= (int64_t{1} << 60) / logits.rows(), "logits rows x row_stride must be < 2^60 elements",
-          str(logits.rows()) + " x " + str(stride));
+  SOFTK_REQUIRE(stride <= (int64_t{1} << 60) / logits.rows(), "logits rows x row_stride must be < 2^60 elements",
+                str(logits.rows()) + " x " + str(stride));
 }
 
 void validate_temperature(float temperature) {
-  require(std::isfinite(temperature) && temperature > 0.0f, "temperature must be finite and > 0", str(temperature));
+  SOFTK_REQUIRE(std::isfinite(temperature) && temperature > 0.0f, "temperature must be finite and > 0",
+                str(temperature));
   // The kernels scale logits by log2(e) / temperature in fp32; a subnormal temperature would
   // make that infinite and every row NaN.
-  require(std::isfinite(static_cast<float>(M_LOG2E / temperature)),
-          "temperature must be >= 4.3e-39 (log2(e) / temperature must fit in fp32)", str(temperature));
+  SOFTK_REQUIRE(std::isfinite(static_cast<float>(M_LOG2E / temperature)),
+                "temperature must be >= 4.3e-39 (log2(e) / temperature must fit in fp32)", str(temperature));
 }
 
 void validate_k(const LogitsView& logits, int32_t k) {
-  require(k >= 1 && k <= logits.vocab, "k must be in [1, vocab=" + str(logits.vocab) + "]", str(int64_t{k}));
+  SOFTK_REQUIRE(k >= 1 && k <= logits.vocab, "k must be in [1, vocab=" + str(logits.vocab) + "]", str(int64_t{k}));
 }
 
 void validate_out_dtype(const LogitsView& logits, DType out_dtype) {
   const auto value = static_cast<int32_t>(out_dtype);
   const bool known = value >= 0 && value <= 2;
-  require(out_dtype == DType::f32 || out_dtype == logits.dtype,
-          std::string("out_dtype must be f32 or the input dtype (") + to_string(logits.dtype) + ")",
-          known ? std::string(to_string(out_dtype)) : std::to_string(value));
+  SOFTK_REQUIRE(out_dtype == DType::f32 || out_dtype == logits.dtype,
+                std::string("out_dtype must be f32 or the input dtype (") + to_string(logits.dtype) + ")",
+                known ? std::string(to_string(out_dtype)) : std::to_string(value));
 }
 
 void validate_not_null(const void* pointer, const char* name) {
-  require(pointer != nullptr, std::string(name) + " must not be null", "nullptr");
+  SOFTK_REQUIRE(pointer != nullptr, std::string(name) + " must not be null", "nullptr");
 }
 
 void validate_workspace(const void* workspace, std::size_t bytes, std::size_t needed) {
-  require(bytes >= needed, "workspace_bytes must be >= " + std::to_string(needed), std::to_string(bytes));
+  SOFTK_REQUIRE(bytes >= needed, "workspace_bytes must be >= " + std::to_string(needed), std::to_string(bytes));
   if (needed == 0) return;
-  require(workspace != nullptr, "workspace must not be null", "nullptr");
+  SOFTK_REQUIRE(workspace != nullptr, "workspace must not be null", "nullptr");
   validate_aligned(workspace, "workspace", kWorkspaceAlignment);
 }
 

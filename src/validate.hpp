@@ -10,8 +10,18 @@
 
 namespace softk::detail {
 
-/// Throws softk::Error("softk: <what> (got <value>)") when `ok` is false.
-void require(bool ok, const std::string& what, const std::string& value);
+/// Throws softk::Error("softk: <what> (got <value>)"): the failing half of SOFTK_REQUIRE.
+[[noreturn]] void fail(const std::string& what, const std::string& value);
+
+/// Unless `ok`, throws softk::Error("softk: <what> (got <value>)"). A macro, so that `what` and
+/// `value` are built only when the check fails: an op runs its checks on every call of a decode
+/// loop, and their messages built every time (~20 checks a call, each a heap allocation or more,
+/// two printing a float through a stream) held a top-k call at 8.3-12.0 us of host time instead of
+/// 3.8-8.5, longer than its kernel at batch 1 (H200; bench/RESULTS.md, host time per call).
+#define SOFTK_REQUIRE(ok, what, value)                 \
+  do {                                                 \
+    if (!(ok)) ::softk::detail::fail((what), (value)); \
+  } while (false)
 
 /// Everything about the view: non-null, element-aligned data and a valid shape.
 void validate_logits(const LogitsView& logits);
@@ -23,7 +33,7 @@ void validate_k(const LogitsView& logits, int32_t k);
 void validate_out_dtype(const LogitsView& logits, DType out_dtype);
 void validate_not_null(const void* pointer, const char* name);
 /// `pointer` (named `name` in the message) at a multiple of `alignment` bytes.
-void validate_aligned(const void* pointer, const std::string& name, std::size_t alignment);
+void validate_aligned(const void* pointer, const char* name, std::size_t alignment);
 /// What a workspace's start must be a multiple of: the kernels load 16-byte vectors from it
 /// (cudaMalloc gives 256).
 constexpr std::size_t kWorkspaceAlignment = 16;

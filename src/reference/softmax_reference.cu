@@ -26,8 +26,8 @@ void softmax(const LogitsView& logits, float* out, const SoftmaxOptions& options
   detail::validate_logits(logits);
   detail::validate_not_null(out, "out");
   detail::validate_temperature(options.temperature);
-  detail::require(options.out_dtype == DType::f32, "reference::softmax writes f32 only (options.out_dtype)",
-                  to_string(options.out_dtype));
+  SOFTK_REQUIRE(options.out_dtype == DType::f32, "reference::softmax writes f32 only (options.out_dtype)",
+                to_string(options.out_dtype));
   detail::validate_softmax_outputs(out, options);
   kernels::with_input_type(logits.dtype, [&](auto in) {
     using T = typename decltype(in)::type;

@@ -77,9 +77,9 @@ __global__ void reference_gather_kernel(int64_t vocab, int32_t k, float inv_temp
 }
 
 void validate_reference_size(const LogitsView& logits) {
-  detail::require(logits.rows() * logits.vocab < std::numeric_limits<int>::max(),
-                  "reference::topk sorts rows * vocab items with a 32-bit count; rows * vocab must be < 2^31",
-                  std::to_string(logits.rows() * logits.vocab));
+  SOFTK_REQUIRE(logits.rows() * logits.vocab < std::numeric_limits<int>::max(),
+                "reference::topk sorts rows * vocab items with a 32-bit count; rows * vocab must be < 2^31",
+                std::to_string(logits.rows() * logits.vocab));
 }
 
 }  // namespace
