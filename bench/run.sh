@@ -29,7 +29,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 slice_filter() {
   case $1 in
     headline)
-      local f='^(softmax/(f32|bf16)/llm/rows:(1|8|64|128|256|2048)/'
+      local f='^(softmax/(f32|bf16)/llm/rows:(1|8|16|32|64|96|128|256|2048)/'
       f+='|softmax/(f32|bf16)/llm/rows:4/V:[0-9]+/(auto|register|smem|two_pass|split_k|copy)/'
       f+='|topk/(f32|bf16)/llm/rows:(1|8|256)/V:(32000|128256|256000)/K:(1|50|1024)/'
       f+='|topk/(f32|bf16)/llm/rows:(1|4)/V:(4194304|67108864)/K:(1|50)/(auto|fused|radix_select|split_k|copy)/)'

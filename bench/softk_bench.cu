@@ -582,6 +582,9 @@ void register_softmax() {
   // Decode shapes.
   for (int64_t r : {1, 8, 64, 256})
     for (int64_t v : {32000, 128256, 151936, 256000}) shapes.emplace_back(r, v);
+  // The split-k / two-pass crossover in rows (dispatch.cpp, choose_softmax_algorithm).
+  for (int64_t r : {16, 32, 96, 128})
+    for (int64_t v : {32000, 128256, 256000}) shapes.emplace_back(r, v);
 
   const char* algos[] = {"auto", "register", "smem", "two_pass", "split_k", "cub", "copy"};
   for (DType dt : g_settings.dtypes)

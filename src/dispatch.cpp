@@ -8,9 +8,12 @@
 namespace softk::detail {
 
 // Crossovers measured on an H200 (132 SMs), bench/RESULTS.md "Softmax dispatch":
-//  - split-k wins up to ~16 rows (8 x 32000: 9.1 us vs 10.5 for a block per row) and loses
-//    from 64 rows on (64 x 128256 f32: 42 us two-pass vs 59 split-k);
-//  - below ~24K columns a row is too short to repay split-k's second launch (4 x 16K: two-pass);
+//  - split-k wins up to SMs / 8 rows at any V from ~24K (16 x 32000 f32: 8.7 us vs 10.5 two-pass;
+//    below, a row is too short to repay split-k's second launch: 4 x 16K, two-pass), up to SMs / 4
+//    rows of 128000 bytes or more (32 x 32000 f32 10.3 vs 11.0, 32 x 128256 f32 19.8 vs 33.0,
+//    32 x 128256 bf16 29.4 vs 31.1; but 32 x 32000 bf16 12.8 vs 12.0), and up to SMs / 2 rows of
+//    128K fp32 tokens or more (64 x 128256-256000 f32 1.01-1.09x; but 64 x 32000 f32 0.88x, 64
+//    rows in bf16 0.61-0.68x, 96 x 128256 f32 0.95x; H200, one run of three rounds, 2026-11-25);
 //  - the register kernel wins only while a row fits 256 threads x 6 vectors and there are
 //    enough rows to fill the GPU (2048 x 4K f32: 21.5 us vs 23 two-pass; 128 x 1K: two-pass;
 //    2048 x 8K f32, past its capacity: two-pass 38 us vs 50 for the old 512-thread tier, and
@@ -24,9 +27,20 @@ namespace softk::detail {
 /// (above), not a capacity, though it equals fp32's today; a wider tier would not move it.
 constexpr int64_t kRegisterMaxElements = 6144;
 
+/// The shortest row split-k takes, and the rows of 128000 bytes and of 128K fp32 tokens, with
+/// the batch limits in choose_softmax_algorithm.
+constexpr int64_t kSplitKMinElements = 24576;
+constexpr int64_t kSplitKQuarterSmsMinRowBytes = 128000;
+constexpr int64_t kSplitKHalfSmsMinF32Elements = 128000;
+
 SoftmaxAlgorithm choose_softmax_algorithm(int64_t rows, int64_t vocab, DType dtype, const DeviceInfo& device) {
-  const bool few_rows = rows * 8 <= device.sm_count;
-  if (few_rows && vocab >= 24576) return SoftmaxAlgorithm::split_k;
+  const int64_t row_bytes = vocab * static_cast<int64_t>(dtype_size(dtype));
+  const int64_t sms = device.sm_count;
+  const bool split_k_pays =
+      (rows * 8 <= sms && vocab >= kSplitKMinElements) ||
+      (rows * 4 <= sms && row_bytes >= kSplitKQuarterSmsMinRowBytes) ||
+      (rows * 2 <= sms && dtype == DType::f32 && vocab >= kSplitKHalfSmsMinF32Elements);
+  if (split_k_pays) return SoftmaxAlgorithm::split_k;
   const bool many_rows = rows >= int64_t{2} * device.sm_count;
   if (many_rows && vocab <= std::min(kernels::register_capacity(dtype), kRegisterMaxElements))
     return SoftmaxAlgorithm::register_resident;

@@ -52,4 +52,21 @@ TEST(SoftmaxDispatch, RegisterKernelOnlyForManyRowsOfAtMost6144Tokens) {
   EXPECT_EQ(choose_softmax_algorithm(263, 4096, DType::f32, kH100), SoftmaxAlgorithm::two_pass);
 }
 
+TEST(SoftmaxDispatch, SplitKForFewerRowsTheLongerTheRow) {
+  // Up to SMs / 8 rows from 24576 tokens.
+  EXPECT_EQ(choose_softmax_algorithm(16, 24576, DType::bf16, kH100), SoftmaxAlgorithm::split_k);
+  EXPECT_EQ(choose_softmax_algorithm(16, 24575, DType::bf16, kH100), SoftmaxAlgorithm::two_pass);
+  EXPECT_EQ(choose_softmax_algorithm(17, 24576, DType::bf16, kH100), SoftmaxAlgorithm::two_pass);
+  // Up to SMs / 4 rows from 128000 bytes.
+  EXPECT_EQ(choose_softmax_algorithm(33, 32000, DType::f32, kH100), SoftmaxAlgorithm::split_k);
+  EXPECT_EQ(choose_softmax_algorithm(33, 32000, DType::bf16, kH100), SoftmaxAlgorithm::two_pass);
+  EXPECT_EQ(choose_softmax_algorithm(33, 64000, DType::f16, kH100), SoftmaxAlgorithm::split_k);
+  EXPECT_EQ(choose_softmax_algorithm(34, 64000, DType::f16, kH100), SoftmaxAlgorithm::two_pass);
+  // Up to SMs / 2 rows of 128000 fp32 tokens or more; never so in 16 bits.
+  EXPECT_EQ(choose_softmax_algorithm(66, 128000, DType::f32, kH100), SoftmaxAlgorithm::split_k);
+  EXPECT_EQ(choose_softmax_algorithm(66, 127999, DType::f32, kH100), SoftmaxAlgorithm::two_pass);
+  EXPECT_EQ(choose_softmax_algorithm(67, 256000, DType::f32, kH100), SoftmaxAlgorithm::two_pass);
+  EXPECT_EQ(choose_softmax_algorithm(64, 256000, DType::bf16, kH100), SoftmaxAlgorithm::two_pass);
+}
+
 }  // namespace
