@@ -16,8 +16,8 @@ namespace softk::detail {
 /// Unless `ok`, throws softk::Error("softk: <what> (got <value>)"). A macro, so that `what` and
 /// `value` are built only when the check fails: an op runs its checks on every call of a decode
 /// loop, and their messages built every time (~20 checks a call, each a heap allocation or more,
-/// two printing a float through a stream) held a top-k call at 8.3-12.0 us of host time instead of
-/// 3.8-8.5, longer than its kernel at batch 1 (H200; bench/RESULTS.md, host time per call).
+/// two printing a float through a stream) held a top-k call at batch 1 at 8.6-12.0 us of host time
+/// instead of 4.3-8.5, longer than its kernel (H200; bench/RESULTS.md, "Host time per call").
 #define SOFTK_REQUIRE(ok, what, value)                 \
   do {                                                 \
     if (!(ok)) ::softk::detail::fail((what), (value)); \
