@@ -3,12 +3,14 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backend.hpp"
+#include "chunk_buffer.hpp"
 #include "logits_file.hpp"
 #include "progress.hpp"
 
@@ -85,7 +87,7 @@ int64_t rows_per_chunk(int64_t bytes_per_row, int64_t total, int64_t requested);
 template <class Fn>
 void for_each_chunk(const LogitsFile& file, int64_t chunk_rows, const char* label, Fn&& fn) {
   Progress progress = Progress::on_stderr(label, file.rows());
-  std::vector<unsigned char> buffer(static_cast<std::size_t>(chunk_rows * file.row_bytes()));
+  std::vector<unsigned char> buffer = chunk_buffer<unsigned char>(chunk_rows * file.row_bytes(), chunk_rows, "logits");
   for (int64_t first = 0; first < file.rows(); first += chunk_rows) {
     const int64_t rows = std::min(chunk_rows, file.rows() - first);
     file.read_rows(first, rows, buffer.data());
@@ -103,8 +105,8 @@ void stream_softmax(const LogitsFile& file, Backend& backend, const softk::Softm
                     int64_t requested_rows, const char* label, Sink&& sink) {
   const int64_t vocab = file.vocab();
   const int64_t chunk_rows = rows_per_chunk(file.row_bytes() + vocab * 4 + 4, file.rows(), requested_rows);
-  std::vector<float> probs(static_cast<std::size_t>(chunk_rows * vocab));
-  std::vector<int32_t> status(static_cast<std::size_t>(chunk_rows));
+  std::vector<float> probs = chunk_buffer<float>(chunk_rows * vocab, chunk_rows, "probabilities");
+  std::vector<int32_t> status = chunk_buffer<int32_t>(chunk_rows, chunk_rows, "row status");
   for_each_chunk(file, chunk_rows, label,
                  [&](const softk::LogitsView& chunk, int64_t first, int64_t rows, Progress& progress) {
                    backend.softmax(chunk, probs.data(), status.data(), options);
@@ -115,14 +117,17 @@ void stream_softmax(const LogitsFile& file, Backend& backend, const softk::Softm
 
 /// Streams `file` through backend.topk: for each chunk, in order, calls
 /// sink(first_row, rows, values, indices, status) with [rows, k] values (probabilities, or
-/// log-probs when options.log_probs) and indices, and [rows] RowStatus. As stream_softmax.
+/// log-probs when options.log_probs) and indices, and [rows] RowStatus. As stream_softmax; under
+/// forced split_k a chunk holds at most softk::kMaxSplitKRows rows.
 template <class Sink>
 void stream_topk(const LogitsFile& file, Backend& backend, int32_t k, const softk::TopkOptions& options,
                  int64_t requested_rows, const char* label, Sink&& sink) {
-  const int64_t chunk_rows = rows_per_chunk(file.row_bytes() + int64_t{k} * 8 + 4, file.rows(), requested_rows);
-  std::vector<float> values(static_cast<std::size_t>(chunk_rows * k));
-  std::vector<int32_t> indices(values.size());
-  std::vector<int32_t> status(static_cast<std::size_t>(chunk_rows));
+  int64_t chunk_rows = rows_per_chunk(file.row_bytes() + int64_t{k} * 8 + 4, file.rows(), requested_rows);
+  // A chunk is one call, and forced split-k serves at most kMaxSplitKRows rows a call.
+  if (options.algorithm == softk::TopkAlgorithm::split_k) chunk_rows = std::min(chunk_rows, softk::kMaxSplitKRows);
+  std::vector<float> values = chunk_buffer<float>(chunk_rows * k, chunk_rows, "top-k values");
+  std::vector<int32_t> indices = chunk_buffer<int32_t>(chunk_rows * k, chunk_rows, "top-k indices");
+  std::vector<int32_t> status = chunk_buffer<int32_t>(chunk_rows, chunk_rows, "row status");
   for_each_chunk(file, chunk_rows, label,
                  [&](const softk::LogitsView& chunk, int64_t first, int64_t rows, Progress& progress) {
                    backend.topk(chunk, k, values.data(), indices.data(), status.data(), options);

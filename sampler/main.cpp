@@ -43,8 +43,8 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help
     print_error(e.what());
     return 2;
-  } catch (const std::bad_alloc&) {
-    print_error("out of memory for one chunk of rows (a smaller --chunk-rows needs less)");
+  } catch (const std::bad_alloc&) {  // a chunk's buffers name the chunk themselves (chunk_buffer.hpp)
+    print_error("out of memory");
     return 1;
   } catch (const std::exception& e) {
     print_error(e.what());

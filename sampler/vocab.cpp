@@ -1,6 +1,7 @@
 #include "vocab.hpp"
 
 #include <limits>
+#include <new>
 #include <nlohmann/json.hpp>
 
 #include "error.hpp"
@@ -27,7 +28,9 @@ bool to_id(const nlohmann::json& value, int64_t& id) {
 
 }  // namespace
 
-Vocab Vocab::load(const std::string& path) {
+// A function-try-block: out of memory anywhere in the load (the file's text, the parse, the map)
+// is this file's problem, and says so.
+Vocab Vocab::load(const std::string& path) try {
   const InputFile file(path);
   std::string text(static_cast<std::size_t>(file.size()), '\0');
   file.read_at(0, text.data(), text.size());
@@ -91,6 +94,8 @@ Vocab Vocab::load(const std::string& path) {
     }
   }
   return vocab;
+} catch (const std::bad_alloc&) {
+  throw file_error(path, "out of memory reading the vocabulary");
 }
 
 const std::string* Vocab::token(int64_t id) const {

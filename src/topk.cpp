@@ -24,7 +24,8 @@ void check_algorithm(const LogitsView& logits, int32_t k, TopkAlgorithm algorith
                       " (use radix_select or auto)",
                   "k=" + std::to_string(k));
   if (algorithm == TopkAlgorithm::split_k)
-    SOFTK_REQUIRE(logits.rows() <= 65535, "algorithm split_k serves at most 65535 rows (one grid row each)",
+    SOFTK_REQUIRE(logits.rows() <= kMaxSplitKRows,
+                  "algorithm split_k serves at most " + std::to_string(kMaxSplitKRows) + " rows (one grid row each)",
                   "rows=" + std::to_string(logits.rows()));
 }
 

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/gpu.hpp"
+#include "softk/topk.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -81,6 +82,24 @@ TEST(CliGpu, SoftmaxCudaAgreesWithCpuOnExampleFiles) {
       expect_close(gpu.values, cpu.values, std::string(name) + " " + algorithm);
     }
   }
+}
+
+// Forced split-k serves at most softk::kMaxSplitKRows rows a call; the default chunk of short rows
+// holds more (256 MiB of them), so the sampler caps the chunk instead of refusing the file.
+TEST(CliGpu, ForcedSplitKTakesFilesOfMoreRowsThanACallServes) {
+  SOFTK_TEST_REQUIRE_GPU();
+  TempDir dir;
+  const int64_t rows = softk::kMaxSplitKRows + 4, vocab = 64;
+  sampler_test::write_file(dir.file("tall.npy"), sampler_test::npy_file("<f4", {rows, vocab},
+                                                                        sampler_test::bytes_of(
+                                                                            sampler_test::make_logits(rows, vocab, 7))));
+  run_or_fail({"topk", dir.file("tall.npy"), "-k", "5", "-o", dir.file("cpu"), "--backend", "cpu"});
+  run_or_fail({"topk", dir.file("tall.npy"), "-k", "5", "-o", dir.file("gpu"), "--backend", "cuda", "--algorithm",
+               "split_k"});
+  EXPECT_EQ(sampler_test::read_npy<int32_t>(dir.file("gpu.indices.npy"), "<i4").values,
+            sampler_test::read_npy<int32_t>(dir.file("cpu.indices.npy"), "<i4").values);
+  expect_close(sampler_test::read_npy<float>(dir.file("gpu.probs.npy"), "<f4").values,
+               sampler_test::read_npy<float>(dir.file("cpu.probs.npy"), "<f4").values, "split_k over 65539 rows");
 }
 
 TEST(CliGpu, InfoAndPrintedTopkRunOnCuda) {
