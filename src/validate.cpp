@@ -79,9 +79,12 @@ void validate_workspace(const void* workspace, std::size_t bytes, std::size_t ne
   validate_aligned(workspace, "workspace", kWorkspaceAlignment);
 }
 
+namespace {
+/// options.row_status, where given, 4-byte aligned.
 void validate_row_status(const int32_t* row_status) {
   if (row_status != nullptr) validate_aligned(row_status, "options.row_status", sizeof(int32_t));
 }
+}  // namespace
 
 void validate_softmax_outputs(const void* out, const SoftmaxOptions& options) {
   validate_aligned(out, "out", dtype_size(options.out_dtype));

@@ -40,8 +40,6 @@ constexpr std::size_t kWorkspaceAlignment = 16;
 /// At least `needed` bytes, and where any are needed, a non-null, kWorkspaceAlignment-aligned start.
 void validate_workspace(const void* workspace, std::size_t bytes, std::size_t needed);
 
-/// options.row_status, where given, 4-byte aligned.
-void validate_row_status(const int32_t* row_status);
 /// Once out is non-null and options.out_dtype valid: out aligned to that dtype, and row_status.
 void validate_softmax_outputs(const void* out, const SoftmaxOptions& options);
 
