@@ -12,7 +12,7 @@
 
 namespace sampler {
 
-/// `elements` default-initialised elements for a chunk of `chunk_rows` rows; `what` names the
+/// `elements` zeroed (value-initialised) elements for a chunk of `chunk_rows` rows; `what` names the
 /// buffer in the message. Throws sampler::Error naming --chunk-rows when the host has no room.
 template <class T>
 std::vector<T> chunk_buffer(int64_t elements, int64_t chunk_rows, const char* what) {
