@@ -31,11 +31,26 @@ CLI::Option* add_output_option(CLI::App& command, std::string& path, const std::
   return command.add_option("-o,--output", path, description)->check(not_empty);
 }
 
-LogitsFile open_input(const CommonOptions& options) {
-  if (!(std::isfinite(options.temperature) && options.temperature > 0.0f)) {
+void add_printing_options(CLI::App& command, OutputFormat& format, std::string& vocab, std::string& output_prefix,
+                          const std::string& output_description) {
+  CLI::Option* format_option =
+      add_choice_option(command, "--format", format,
+                        {{"table", OutputFormat::table}, {"json", OutputFormat::json}, {"tsv", OutputFormat::tsv}},
+                        "table, json (JSON lines, one object per row) or tsv")
+          ->default_str("table");
+  CLI::Option* vocab_option =
+      command.add_option("--vocab", vocab, "token strings: tokenizer.json, vocab.json or one token per line");
+  add_output_option(command, output_prefix, output_description)->excludes(format_option)->excludes(vocab_option);
+}
+
+LogitsFile open_input(const CommonOptions& options, TemperatureRule rule) {
+  const float t = options.temperature;
+  const bool greedy = rule == TemperatureRule::zero_is_greedy && t == 0.0f;
+  if (!(std::isfinite(t) && (t > 0.0f || greedy))) {
     std::ostringstream value;
-    value << options.temperature;
-    throw Error("--temperature must be finite and > 0 (got " + value.str() + ")");
+    value << t;
+    throw Error(std::string("--temperature must be finite and ") +
+                (rule == TemperatureRule::zero_is_greedy ? ">= 0 (0: greedy)" : "> 0") + " (got " + value.str() + ")");
   }
   if (options.chunk_rows < 0) throw Error("--chunk-rows must be >= 1 (got " + std::to_string(options.chunk_rows) + ")");
   InputSpec spec;

@@ -13,6 +13,7 @@
 #include "chunk_buffer.hpp"
 #include "logits_file.hpp"
 #include "progress.hpp"
+#include "topk_printer.hpp"
 
 namespace sampler {
 
@@ -33,6 +34,11 @@ void add_common_options(CLI::App& command, CommonOptions& options);
 /// Adds -o,--output PATH to `command`, refusing an empty PATH when parsed (an empty name would
 /// fail only at the final rename, after all the work, with no name to show).
 CLI::Option* add_output_option(CLI::App& command, std::string& path, const std::string& description);
+
+/// Adds --format, --vocab and -o,--output PREFIX (which excludes the other two: it saves .npy
+/// files instead of printing) to a command that prints per-row results.
+void add_printing_options(CLI::App& command, OutputFormat& format, std::string& vocab, std::string& output_prefix,
+                          const std::string& output_description);
 
 /// Every algorithm of each op, in the order --algorithm lists them.
 inline const std::vector<softk::SoftmaxAlgorithm> kSoftmaxAlgorithms = {
@@ -66,9 +72,13 @@ void add_algorithm_option(CLI::App& command, Algorithm& algorithm, const std::ve
       ->default_str(softk::to_string(algorithm));
 }
 
+/// How a command reads --temperature: softmax(logits / T) needs T > 0; sampling also takes 0,
+/// greedy.
+enum class TemperatureRule { positive, zero_is_greedy };
+
 /// Checks the parameters in `options` and opens the input. Throws sampler::Error naming the
 /// problem: this runs before any output is created.
-LogitsFile open_input(const CommonOptions& options);
+LogitsFile open_input(const CommonOptions& options, TemperatureRule rule = TemperatureRule::positive);
 
 /// The softk options for a softmax with `options`' temperature and `algorithm`.
 softk::SoftmaxOptions softmax_options(const CommonOptions& options, softk::SoftmaxAlgorithm algorithm);
@@ -149,9 +159,10 @@ class RowStatusTally {
   int64_t has_nan_ = 0;
 };
 
-// The subcommands; each runs its work from its CLI11 callback. A future `sample` joins these.
+// The subcommands; each runs its work from its CLI11 callback.
 void add_info_command(CLI::App& app);
 void add_softmax_command(CLI::App& app);
 void add_topk_command(CLI::App& app);
+void add_sample_command(CLI::App& app);
 
 }  // namespace sampler

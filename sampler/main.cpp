@@ -1,4 +1,5 @@
-// sampler — inspect LLM logits files: softmax and exact top-k on a CUDA device or the CPU.
+// sampler — inspect LLM logits files: softmax and exact top-k on a CUDA device or the CPU, and
+// seeded sampling on the CPU.
 //
 // Exit status: 0 on success, 1 on a bad input, parameter or output path (one line on stderr,
 // no output file left behind), 2 on a command-line syntax error.
@@ -24,7 +25,7 @@ void print_error(std::string message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("Inspect LLM logits files ([V], [B, V] or [B, T, V]): softmax and exact top-k, on the GPU or the CPU",
+  CLI::App app("Inspect LLM logits files ([V], [B, V] or [B, T, V]): softmax and exact top-k, on the GPU or the CPU, and sampling",
                "sampler");
   app.require_subcommand(1);
   app.footer("Exit status: 0 on success, 1 on a bad input file, parameter or output path, 2 on a command-line error.");
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   sampler::add_info_command(app);
   sampler::add_softmax_command(app);
   sampler::add_topk_command(app);
+  sampler::add_sample_command(app);
   try {
     // The chosen subcommand's callback does its work inside parse().
     app.parse(argc, argv);

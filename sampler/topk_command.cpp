@@ -84,18 +84,9 @@ void add_topk_command(CLI::App& app) {
   add_common_options(*command, options->common);
   add_algorithm_option(*command, options->algorithm, kTopkAlgorithms);
   command->add_option("-k", options->k, "how many tokens per row, 1 <= K <= V")->required();
-  CLI::Option* format =
-      add_choice_option(*command, "--format", options->format,
-                        {{"table", OutputFormat::table}, {"json", OutputFormat::json}, {"tsv", OutputFormat::tsv}},
-                        "table, json (JSON lines, one object per row) or tsv")
-          ->default_str("table");
-  CLI::Option* vocab =
-      command->add_option("--vocab", options->vocab, "token strings: tokenizer.json, vocab.json or one token per line");
-  add_output_option(*command, options->output_prefix,
-                    "write PREFIX.indices.npy (int32) and PREFIX.probs.npy (f32), [leading dims..., K], instead of "
-                    "printing")
-      ->excludes(format)
-      ->excludes(vocab);
+  add_printing_options(*command, options->format, options->vocab, options->output_prefix,
+                       "write PREFIX.indices.npy (int32) and PREFIX.probs.npy (f32), [leading dims..., K], instead of "
+                       "printing");
   command->callback([options] { run_topk(*options); });
 }
 

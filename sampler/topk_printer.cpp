@@ -63,6 +63,26 @@ std::string escape_token(const std::string& token, bool quoted) {
   return quoted ? out + "\"" : out;
 }
 
+std::string row_heading(const std::vector<int64_t>& shape, int64_t row) {
+  const std::vector<int64_t> at = row_position(shape, row);
+  std::string heading;
+  for (std::size_t d = 0; d < at.size(); ++d)
+    heading += (d ? ", " : "") + std::string(kLeadingDimNames[d]) + " " + std::to_string(at[d]);
+  return heading.empty() ? "logits" : heading;
+}
+
+std::string tsv_leading_names(const std::vector<int64_t>& shape) {
+  std::string names;
+  for (std::size_t d = 0; d + 1 < shape.size(); ++d) names += std::string(kLeadingDimNames[d]) + '\t';
+  return names;
+}
+
+std::string tsv_row_prefix(const std::vector<int64_t>& shape, int64_t row) {
+  std::string prefix;
+  for (int64_t coordinate : row_position(shape, row)) prefix += std::to_string(coordinate) + '\t';
+  return prefix;
+}
+
 TopkPrinter::TopkPrinter(std::ostream& out, OutputFormat format, std::vector<int64_t> shape, int32_t k,
                          const Vocab* vocab)
     : out_(out), format_(format), shape_(std::move(shape)), k_(k), vocab_(vocab) {
@@ -72,8 +92,7 @@ TopkPrinter::TopkPrinter(std::ostream& out, OutputFormat format, std::vector<int
 void TopkPrinter::print_rows(int64_t first_row, int64_t count, const float* log_probs, const int32_t* indices,
                              const int32_t* status) {
   if (format_ == OutputFormat::tsv && !header_printed_) {
-    for (std::size_t d = 0; d + 1 < shape_.size(); ++d) out_ << kLeadingDimNames[d] << '\t';
-    out_ << "rank\ttoken_id\tprob\tlogprob" << (vocab_ ? "\ttoken" : "") << '\n';
+    out_ << tsv_leading_names(shape_) << "rank\ttoken_id\tprob\tlogprob" << (vocab_ ? "\ttoken" : "") << '\n';
     header_printed_ = true;
   }
   for (int64_t i = 0; i < count; ++i) {
@@ -94,11 +113,7 @@ void TopkPrinter::print_rows(int64_t first_row, int64_t count, const float* log_
 }
 
 void TopkPrinter::print_table_row(int64_t row, const float* log_probs, const int32_t* indices, int32_t status) {
-  const std::vector<int64_t> at = row_position(shape_, row);
-  std::string heading;
-  for (std::size_t d = 0; d < at.size(); ++d)
-    heading += (d ? ", " : "") + std::string(kLeadingDimNames[d]) + " " + std::to_string(at[d]);
-  if (heading.empty()) heading = "logits";
+  const std::string heading = row_heading(shape_, row);
   if (row > 0) out_ << '\n';
   const auto row_status = static_cast<softk::RowStatus>(status);
   if (row_status == softk::RowStatus::all_masked) {
@@ -146,8 +161,7 @@ void TopkPrinter::print_json_row(int64_t row, const float* log_probs, const int3
 }
 
 void TopkPrinter::print_tsv_row(int64_t row, const float* log_probs, const int32_t* indices) {
-  std::string prefix;
-  for (int64_t coordinate : row_position(shape_, row)) prefix += std::to_string(coordinate) + '\t';
+  const std::string prefix = tsv_row_prefix(shape_, row);
   for (int32_t j = 0; j < k_ && indices[j] >= 0; ++j) {
     out_ << prefix << j + 1 << '\t' << indices[j] << '\t' << shortest(probability(log_probs[j])) << '\t'
          << shortest(log_probs[j]);

@@ -1,4 +1,5 @@
-// sampler — top-k results for people and scripts: a table, JSON lines or TSV.
+// sampler — top-k results for people and scripts: a table, JSON lines or TSV; and what every
+// printer shares (token escaping, a row's heading and TSV columns).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,13 @@ enum class OutputFormat { table, json, tsv };
 /// control bytes (\xNN), and for '"' when `quoted`, which also wraps the result in quotes.
 /// Other bytes (UTF-8 included) pass through.
 std::string escape_token(const std::string& token, bool quoted);
+
+/// A table row's heading: "batch b, step t" as the input's `shape` has them, or "logits" for [V].
+std::string row_heading(const std::vector<int64_t>& shape, int64_t row);
+/// TSV: the leading dims' names, each followed by a tab ("batch\tstep\t"), for the header...
+std::string tsv_leading_names(const std::vector<int64_t>& shape);
+/// ...and `row`'s coordinates the same way, to start each of its lines.
+std::string tsv_row_prefix(const std::vector<int64_t>& shape, int64_t row);
 
 /// Prints the rows of one top-k run as they are computed, chunk after chunk.
 ///  - table: per row a heading naming its position (batch b, step t), then rank, token id,

@@ -103,4 +103,44 @@ void validate_topk_call(const LogitsView& logits, int32_t k, const float* probs,
   validate_temperature(options.temperature);
 }
 
+namespace {
+/// "params.<name>", or "params.<name>s[<row>]" for a per-row value (row >= 0).
+std::string param_name(const char* name, int64_t row) {
+  return row < 0 ? std::string("params.") + name : std::string("params.") + name + "s[" + str(row) + "]";
+}
+
+void validate_sampling_temperature(float temperature, int64_t row) {
+  SOFTK_REQUIRE(std::isfinite(temperature) && temperature >= 0.0f,
+                param_name("temperature", row) + " must be finite and >= 0 (0: greedy)", str(temperature));
+  SOFTK_REQUIRE(temperature == 0.0f || std::isfinite(static_cast<float>(M_LOG2E / temperature)),
+                param_name("temperature", row) + " must be 0 or >= 4.3e-39 (log2(e) / temperature must fit in fp32)",
+                str(temperature));
+}
+void validate_top_k(int32_t top_k, int64_t vocab, int64_t row) {
+  SOFTK_REQUIRE(top_k >= 0 && top_k <= vocab,
+                param_name("top_k", row) + " must be 0 (no bound) or in [1, vocab=" + str(vocab) + "]",
+                str(int64_t{top_k}));
+}
+void validate_top_p(float top_p, int64_t row) {
+  SOFTK_REQUIRE(top_p > 0.0f && top_p <= 1.0f, param_name("top_p", row) + " must be in (0, 1]", str(top_p));
+}
+void validate_min_p(float min_p, int64_t row) {
+  SOFTK_REQUIRE(min_p >= 0.0f && min_p <= 1.0f, param_name("min_p", row) + " must be in [0, 1]", str(min_p));
+}
+}  // namespace
+
+void validate_sampling_params(const SamplingParams& params, int64_t rows, int64_t vocab, bool per_row_on_host) {
+  validate_sampling_temperature(params.temperature, -1);
+  validate_top_k(params.top_k, vocab, -1);
+  validate_top_p(params.top_p, -1);
+  validate_min_p(params.min_p, -1);
+  if (!per_row_on_host) return;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (params.temperatures) validate_sampling_temperature(params.temperatures[r], r);
+    if (params.top_ks) validate_top_k(params.top_ks[r], vocab, r);
+    if (params.top_ps) validate_top_p(params.top_ps[r], r);
+    if (params.min_ps) validate_min_p(params.min_ps[r], r);
+  }
+}
+
 }  // namespace softk::detail

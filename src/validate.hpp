@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <string>
 
+#include "softk/sample.hpp"
 #include "softk/softmax.hpp"
 #include "softk/topk.hpp"
 
@@ -47,5 +48,10 @@ void validate_softmax_outputs(const void* out, const SoftmaxOptions& options);
 /// (non-null, element-aligned), row_status, temperature.
 void validate_topk_call(const LogitsView& logits, int32_t k, const float* probs, const int32_t* indices,
                         const TopkOptions& options);
+
+/// The sampling parameters of `rows` rows of `vocab` tokens: each scalar, and where
+/// `per_row_on_host`, every value of each non-null array (a GPU op cannot read device arrays
+/// before it launches). A bad per-row value is named with its row: "params.top_ps[3]".
+void validate_sampling_params(const SamplingParams& params, int64_t rows, int64_t vocab, bool per_row_on_host);
 
 }  // namespace softk::detail

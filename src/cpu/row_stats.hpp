@@ -15,12 +15,17 @@ struct RowStats {
   double sum = 0.0;                                      ///< sum of exp((x - max) / T), or the +inf count
   double inv_temperature = 1.0;
 
+  /// One logit's share of `sum`, on a row with status ok: exp((x - max) / T), or where the max is
+  /// +inf, 1 for each +inf and 0 for the rest.
+  double weight(float x) const {
+    if (std::isinf(max)) return x == max ? 1.0 : 0.0;
+    return std::exp((x - max) * inv_temperature);
+  }
   /// softmax(x / T) for one logit of the row, per the contract (see RowStatus, +inf sharing).
   double probability(float x) const {
     if (status == RowStatus::has_nan) return std::numeric_limits<double>::quiet_NaN();
     if (status == RowStatus::all_masked) return 0.0;
-    if (std::isinf(max)) return x == max ? 1.0 / sum : 0.0;
-    return std::exp((x - max) * inv_temperature) / sum;
+    return weight(x) / sum;
   }
   double log_probability(float x) const {
     if (status == RowStatus::has_nan) return std::numeric_limits<double>::quiet_NaN();
@@ -48,10 +53,8 @@ inline RowStats load_row_and_stats(const LogitsView& logits, int64_t r, float te
     stats.status = RowStatus::has_nan;
   } else if (stats.max == -std::numeric_limits<double>::infinity()) {
     stats.status = RowStatus::all_masked;
-  } else if (std::isinf(stats.max)) {
-    for (float x : row) stats.sum += (x == stats.max) ? 1.0 : 0.0;
   } else {
-    for (float x : row) stats.sum += std::exp((x - stats.max) * stats.inv_temperature);
+    for (float x : row) stats.sum += stats.weight(x);
   }
   return stats;
 }

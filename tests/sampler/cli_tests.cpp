@@ -319,6 +319,133 @@ TEST_F(CliTest, HelpAndUsage) {
 
 // ---- bad input: one line on stderr, non-zero exit, no output file ------------------------------
 
+// ---------------------------------------------------------------------------------------------
+// sample: the CLI's draws are softk::cpu::sample's, row (b, t)'s draw d at seed S + b and offset
+// O + t x N + d.
+
+std::vector<int32_t> cpu_samples(const std::string& data, int64_t rows, int64_t steps, int64_t vocab, int64_t draws,
+                                 softk::SamplingParams params, uint64_t seed, uint64_t offset) {
+  std::vector<int32_t> tokens;
+  for (int64_t r = 0; r < rows; ++r) {
+    softk::LogitsView row;
+    row.data = data.data() + r * vocab * 4;
+    row.vocab = vocab;
+    for (int64_t d = 0; d < draws; ++d) {
+      params.seed = seed + static_cast<uint64_t>(r / steps);
+      params.offset = offset + static_cast<uint64_t>(r % steps * draws + d);
+      int32_t token = -7;
+      softk::cpu::sample(row, params, &token);
+      tokens.push_back(token);
+    }
+  }
+  return tokens;
+}
+
+TEST_F(CliTest, SampleNpyOutputMatchesTheCpuSampler) {
+  softk::SamplingParams params;
+  params.temperature = 0.8f;
+  params.top_k = 7;
+  params.top_p = 0.9f;
+  params.min_p = 0.01f;
+  const std::vector<int32_t> expected = cpu_samples(f32_bytes_, 6, 3, kVocab, 3, params, 5, 10);
+  for (const std::string chunk_rows : {"0", "1", "4"}) {
+    run_ok({"sample", input(), "-o", file("draws"), "--backend", "cpu", "-n", "3", "--seed", "5", "--offset", "10",
+            "--top-k", "7", "--top-p", "0.9", "--min-p", "0.01", "--temperature", "0.8", "--chunk-rows", chunk_rows});
+    const auto tokens = sampler_test::read_npy<int32_t>(file("draws.tokens.npy"), "<i4");
+    EXPECT_EQ(tokens.header.shape, (std::vector<int64_t>{2, 3, 3}));
+    EXPECT_EQ(tokens.values, expected) << "chunk rows " << chunk_rows;
+  }
+  // Another seed draws other tokens somewhere in the file.
+  run_ok({"sample", input(), "-o", file("other"), "-n", "3", "--seed", "6", "--offset", "10", "--top-k", "7",
+          "--top-p", "0.9", "--min-p", "0.01", "--temperature", "0.8"});
+  EXPECT_NE(sampler_test::read_npy<int32_t>(file("other.tokens.npy"), "<i4").values, expected);
+}
+
+TEST_F(CliTest, SampleAtTemperatureZeroIsTheTopToken) {
+  run_ok({"sample", input(), "-o", file("greedy"), "--temperature", "0", "-n", "2", "--top-p", "0.5"});
+  const std::vector<int32_t> top = cpu_topk(f32_bytes_, softk::DType::f32, 6, kVocab, 1).indices;
+  std::vector<int32_t> twice;
+  for (int32_t id : top) twice.insert(twice.end(), {id, id});
+  EXPECT_EQ(sampler_test::read_npy<int32_t>(file("greedy.tokens.npy"), "<i4").values, twice);
+}
+
+TEST_F(CliTest, SamplePrintsTheSameTokensAsTableJsonAndTsv) {
+  const std::vector<std::string> base = {"sample", input(), "-n", "2", "--seed", "3", "--backend", "cpu"};
+  const auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  run_ok(with({"-o", file("draws")}));
+  const std::vector<int32_t> tokens = sampler_test::read_npy<int32_t>(file("draws.tokens.npy"), "<i4").values;
+
+  const RunResult table = run_ok(base);
+  std::istringstream table_lines(table.out);
+  std::string line;
+  for (int r = 0; r < 6; ++r) {
+    ASSERT_TRUE(std::getline(table_lines, line));
+    const std::string heading = "batch " + std::to_string(r / 3) + ", step " + std::to_string(r % 3) + ":";
+    EXPECT_EQ(line, heading + "  " + std::to_string(tokens[2 * r]) + "  " + std::to_string(tokens[2 * r + 1]));
+  }
+  EXPECT_FALSE(std::getline(table_lines, line)) << line;
+
+  const RunResult json = run_ok(with({"--format", "json"}));
+  std::istringstream json_lines(json.out);
+  for (int r = 0; r < 6; ++r) {
+    ASSERT_TRUE(std::getline(json_lines, line));
+    const nlohmann::json row = nlohmann::json::parse(line);
+    EXPECT_EQ(row["batch"], r / 3);
+    EXPECT_EQ(row["step"], r % 3);
+    EXPECT_EQ(row["status"], "ok");
+    EXPECT_EQ(row["tokens"], (std::vector<int32_t>{tokens[2 * r], tokens[2 * r + 1]}));
+    EXPECT_FALSE(row.contains("texts"));
+  }
+
+  const RunResult tsv = run_ok(with({"--format", "tsv"}));
+  std::string expected_tsv = "batch\tstep\tdraw\ttoken_id\n";
+  for (int r = 0; r < 6; ++r)
+    for (int d = 0; d < 2; ++d)
+      expected_tsv += std::to_string(r / 3) + "\t" + std::to_string(r % 3) + "\t" + std::to_string(d) + "\t" +
+                      std::to_string(tokens[2 * r + d]) + "\n";
+  EXPECT_EQ(tsv.out, expected_tsv);
+}
+
+TEST_F(CliTest, SampleWithVocabOnExampleFiles) {
+  for (const char* name : {"logits_f32.npy", "logits_f16.npy", "logits_bf16.safetensors"}) {
+    const RunResult result = run_ok({"sample", std::string(SOFTK_EXAMPLE_DATA "/") + name, "--format", "json",
+                                     "--vocab", SOFTK_EXAMPLE_DATA "/vocab.txt", "-n", "4", "--top-p", "0.9"});
+    std::istringstream lines(result.out);
+    std::string line;
+    int rows = 0;
+    for (; std::getline(lines, line); ++rows) {
+      const nlohmann::json row = nlohmann::json::parse(line);
+      ASSERT_EQ(row["tokens"].size(), 4u) << line;
+      ASSERT_EQ(row["texts"].size(), 4u) << line;
+      for (const auto& text : row["texts"]) EXPECT_TRUE(text.is_string()) << line;
+    }
+    EXPECT_GT(rows, 0) << name;
+  }
+}
+
+TEST_F(CliTest, SampleOfNanAndMaskedRowsSaysSo) {
+  std::vector<float> rows = sampler_test::make_logits(3, 8, 5);
+  rows[8 + 2] = NAN;
+  for (int v = 16; v < 24; ++v) rows[static_cast<std::size_t>(v)] = -INFINITY;
+  sampler_test::write_file(file("odd.npy"), sampler_test::npy_file("<f4", {3, 8}, bytes_of(rows)));
+  const RunResult table = run_sampler({"sample", file("odd.npy"), "--backend", "cpu"});
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("batch 1: holds NaN logits; no token\n"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("batch 2: every logit is -inf (fully masked row); no token\n"), std::string::npos)
+      << table.out;
+  EXPECT_NE(table.err.find("1 row(s) hold NaN"), std::string::npos) << table.err;
+  const RunResult saved = run_sampler({"sample", file("odd.npy"), "-o", file("odd"), "-n", "2"});
+  EXPECT_EQ(saved.exit_code, 0) << saved.err;
+  const std::vector<int32_t> tokens = sampler_test::read_npy<int32_t>(file("odd.tokens.npy"), "<i4").values;
+  ASSERT_EQ(tokens.size(), 6u);
+  EXPECT_GE(tokens[0], 0);
+  EXPECT_EQ(std::vector<int32_t>(tokens.begin() + 2, tokens.end()), std::vector<int32_t>(4, -1));
+}
+
 struct BadCase {
   std::string name;
   std::string file;               ///< input file name in the scratch dir ("" = the standard input)
@@ -435,6 +562,27 @@ TEST_F(CliBadInputTest, BadParameters) {
       {"unknown option", "", "", {"--top-p", "0.9"}, "--top-p"},
   };
   for (const BadCase& c : cases) check(c);
+}
+
+TEST_F(CliBadInputTest, SampleBadParameters) {
+  const std::vector<BadCase> cases = {
+      {"top-k above V", "", "", {"--top-k", "51"}, "--top-k 51 is out of range: must be 0 (no bound) or in [1, 50]"},
+      {"top-k negative", "", "", {"--top-k", "-1"}, "--top-k -1 is out of range"},
+      {"top-p zero", "", "", {"--top-p", "0"}, "--top-p must be in (0, 1] (got 0)"},
+      {"top-p above one", "", "", {"--top-p", "1.5"}, "--top-p must be in (0, 1] (got 1.5)"},
+      {"top-p nan", "", "", {"--top-p", "nan"}, "--top-p"},
+      {"min-p negative", "", "", {"--min-p", "-0.5"}, "--min-p must be in [0, 1] (got -0.5)"},
+      {"min-p above one", "", "", {"--min-p", "2"}, "--min-p must be in [0, 1] (got 2)"},
+      {"no draws", "", "", {"-n", "0"}, "--num-samples must be in [1, 1048576] (got 0)"},
+      {"temperature negative", "", "", {"--temperature", "-1"}, "--temperature must be finite and >= 0 (0: greedy) (got -1)"},
+      {"temperature inf", "", "", {"--temperature", "inf"}, "--temperature"},
+      {"temperature subnormal", "", "", {"--temperature", "1e-40"}, "temperature"},
+      {"seed negative", "", "", {"--seed", "-1"}, "--seed"},
+      {"cuda backend", "", "", {"--backend", "cuda"}, "sample runs on the cpu backend: softk has no GPU sampling op yet"},
+      {"unknown format", "", "", {"--format", "xml"}, "--format: xml not in"},
+      {"missing vocab", "", "", {"--vocab", "/nonexistent/vocab.txt"}, "/nonexistent/vocab.txt: No such file"},
+  };
+  for (const BadCase& c : cases) expect_failure(c, {"sample", input(), "--backend", "cpu"});
 }
 
 TEST_F(CliBadInputTest, UnwritableOutputs) {
