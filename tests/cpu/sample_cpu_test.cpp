@@ -17,12 +17,14 @@
 #include <vector>
 
 #include "common/bad_arguments.hpp"
+#include "common/sampling_check.hpp"
 #include "philox.hpp"
 #include "softk/cpu.hpp"
 
 namespace {
 
 using softk_test::fake_pointer;
+using softk_test::truncated_distribution;
 using softk_test::throws_error_naming;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -48,41 +50,6 @@ std::vector<int32_t> sample_rows(const softk::LogitsView& view, const softk::Sam
   return tokens;
 }
 
-/// The exact distribution SamplingParams defines for one finite row, from its definition: the
-/// tokens in the contract's order, the top-k prefix, the top-p prefix of the renormalised top-k
-/// mass, the min-p floor, then the kept probabilities renormalised.
-std::vector<double> truncated_distribution(const std::vector<float>& row, float temperature, int32_t top_k,
-                                           float top_p, float min_p) {
-  const auto n = static_cast<int64_t>(row.size());
-  std::vector<int32_t> order(row.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
-  const double max = row[order[0]];
-  std::vector<double> p(row.size());
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += p[i] = std::exp((row[i] - max) / temperature);
-  for (double& x : p) x /= sum;
-  const int64_t kept_k = top_k > 0 ? top_k : n;
-  double kept_mass = 0;
-  for (int64_t j = 0; j < kept_k; ++j) kept_mass += p[order[j]];
-  int64_t kept = 0;
-  for (double running = 0; kept < kept_k && running < top_p * kept_mass;) running += p[order[kept++]];
-  while (kept > 1 && p[order[kept - 1]] < min_p * p[order[0]]) --kept;
-  std::vector<double> q(row.size(), 0.0);
-  double kept_sum = 0;
-  for (int64_t j = 0; j < kept; ++j) kept_sum += p[order[j]];
-  for (int64_t j = 0; j < kept; ++j) q[order[j]] = p[order[j]] / kept_sum;
-  return q;
-}
-
-/// The chi-square quantile at 1 - 1e-6 for `df` degrees of freedom (Wilson-Hilferty): the draws
-/// are seeded, so the test's outcome is fixed, and a correct sampler passes it with room.
-double chi_square_critical(int df) {
-  const double z = 4.753;  // the standard normal's 1 - 1e-6 quantile
-  const double a = 2.0 / (9.0 * df);
-  return df * std::pow(1.0 - a + z * std::sqrt(a), 3.0);
-}
-
 /// 10^5 draws of one row, at offsets 0 .. 10^5 - 1 (one row each), against `expected`: no draw
 /// outside its support, and the counts within the chi-square bound.
 void expect_distribution(const std::vector<float>& row, const softk::SamplingParams& base,
@@ -93,25 +60,7 @@ void expect_distribution(const std::vector<float>& row, const softk::SamplingPar
   std::iota(offsets.begin(), offsets.end(), uint64_t{0});
   softk::SamplingParams params = base;
   params.offsets = offsets.data();
-  const std::vector<int32_t> tokens = sample_rows(rows.view, params);
-  std::vector<int64_t> counts(row.size(), 0);
-  for (int32_t t : tokens) {
-    ASSERT_GE(t, 0) << what;
-    ASSERT_LT(t, static_cast<int32_t>(row.size())) << what;
-    ++counts[t];
-  }
-  double chi2 = 0;
-  int support = 0;
-  for (std::size_t i = 0; i < row.size(); ++i) {
-    if (expected[i] == 0.0) {
-      EXPECT_EQ(counts[i], 0) << what << ": token " << i << " is outside the candidates";
-      continue;
-    }
-    ++support;
-    const double e = expected[i] * kDraws;
-    chi2 += (counts[i] - e) * (counts[i] - e) / e;
-  }
-  if (support > 1) EXPECT_LT(chi2, chi_square_critical(support - 1)) << what << " over " << support << " candidates";
+  EXPECT_EQ(softk_test::distribution_mismatch(sample_rows(rows.view, params), expected), "") << what;
 }
 
 /// Logits like a model's: a few dominant ones over a normal-ish tail, no two equal.
