@@ -38,7 +38,9 @@ struct SamplingParams {
   uint64_t offset = 0;  ///< which draw of the seed's stream (a request's decode step, say)
 
   const float* temperatures = nullptr;  ///< per row, or null: `temperature`
-  const int32_t* top_ks = nullptr;      ///< per row, or null: `top_k`
+  /// Per row, or null: `top_k`. With it, a non-zero `top_k` bounds every row's: a row's 0, or a
+  /// value past the bound, takes the bound (so that a GPU op ranks top_k tokens a row at most).
+  const int32_t* top_ks = nullptr;
   const float* top_ps = nullptr;        ///< per row, or null: `top_p`
   const float* min_ps = nullptr;        ///< per row, or null: `min_p`
   const uint64_t* seeds = nullptr;      ///< per row, or null: `seed`

@@ -25,8 +25,15 @@ struct RowParams {
   uint64_t offset;
 };
 
+/// A row's top_k, 0 where it has no bound: with per-row values, the scalar bounds them (sample.hpp).
+int32_t row_top_k(const SamplingParams& p, int64_t r) {
+  if (p.top_ks == nullptr) return p.top_k;
+  const int32_t k = p.top_ks[r];
+  return p.top_k > 0 && (k == 0 || k > p.top_k) ? p.top_k : k;
+}
+
 RowParams row_params(const SamplingParams& p, int64_t r) {
-  return {p.temperatures ? p.temperatures[r] : p.temperature, p.top_ks ? p.top_ks[r] : p.top_k,
+  return {p.temperatures ? p.temperatures[r] : p.temperature, row_top_k(p, r),
           p.top_ps ? p.top_ps[r] : p.top_p,                    p.min_ps ? p.min_ps[r] : p.min_p,
           p.seeds ? p.seeds[r] : p.seed,                       p.offsets ? p.offsets[r] : p.offset};
 }

@@ -286,6 +286,26 @@ TEST(CpuSample, ARowsTokenIgnoresTheRowsAroundIt) {
   }
 }
 
+// With per-row top_ks, a non-zero scalar top_k bounds them: a row's 0, or a value past it, takes
+// the bound, exactly as if the row had asked for the bound.
+TEST(CpuSample, TheScalarTopKBoundsThePerRowOnes) {
+  const std::vector<float> row = llm_row(64);
+  const Rows rows(row, 4);
+  const int32_t per_row[] = {0, 30, 5, 64};
+  const int32_t as_bounded[] = {10, 10, 5, 10};
+  const uint64_t offsets[] = {3, 3, 3, 3};
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    softk::SamplingParams params;
+    params.top_k = 10;
+    params.seed = seed;
+    params.offsets = offsets;
+    params.top_ks = per_row;
+    const std::vector<int32_t> bounded = sample_rows(rows.view, params);
+    params.top_ks = as_bounded;
+    ASSERT_EQ(bounded, sample_rows(rows.view, params)) << "seed " << seed;
+  }
+}
+
 // Half-precision rows sample as the fp32 rows of their values; a row stride skips the padding.
 TEST(CpuSample, HalfInputsAndRowStrideSampleAsTheirFp32Values) {
   const std::vector<uint16_t> bf16 = {0x3f80, 0x4000, 0x4040, 0x7fc0,   // 1, 2, 3 and a NaN pad
