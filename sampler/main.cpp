@@ -25,8 +25,9 @@ void print_error(std::string message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("Inspect LLM logits files ([V], [B, V] or [B, T, V]): softmax and exact top-k, on the GPU or the CPU, and sampling",
-               "sampler");
+  CLI::App app(
+      "Inspect LLM logits files ([V], [B, V] or [B, T, V]): softmax and exact top-k (GPU or CPU), sampling (CPU)",
+      "sampler");
   app.require_subcommand(1);
   app.footer("Exit status: 0 on success, 1 on a bad input file, parameter or output path, 2 on a command-line error.");
   // A repeated option takes its last value, so a script or alias can override a default.

@@ -51,8 +51,8 @@ void check_sampling_options(const SampleCommandOptions& options, const LogitsFil
   if (!(options.min_p >= 0.0f && options.min_p <= 1.0f))
     throw Error("--min-p must be in [0, 1] (got " + shown(options.min_p) + ")");
   if (options.draws < 1 || options.draws > kMaxDraws)
-    throw Error("--num-samples must be in [1, " + std::to_string(kMaxDraws) + "] (got " + std::to_string(options.draws) +
-                ")");
+    throw Error("--num-samples must be in [1, " + std::to_string(kMaxDraws) + "] (got " +
+                std::to_string(options.draws) + ")");
 }
 
 /// Streams `file` through softk::cpu::sample: for each chunk, in order, calls sink(first_row,
@@ -79,7 +79,8 @@ void stream_samples(const LogitsFile& file, const SampleCommandOptions& options,
   params.offsets = offsets.data();
   for_each_chunk(file, chunk_rows, "sample",
                  [&](const softk::LogitsView& chunk, int64_t first, int64_t rows, Progress& progress) {
-                   for (int64_t r = 0; r < rows; ++r) seeds[r] = options.seed + static_cast<uint64_t>((first + r) / steps);
+                   for (int64_t r = 0; r < rows; ++r)
+                     seeds[r] = options.seed + static_cast<uint64_t>((first + r) / steps);
                    for (int64_t d = 0; d < draws; ++d) {
                      for (int64_t r = 0; r < rows; ++r)
                        offsets[r] = options.offset + static_cast<uint64_t>((first + r) % steps * draws + d);
@@ -126,7 +127,8 @@ void add_sample_command(CLI::App& app) {
   command->get_option("--temperature")->description("softmax(logits / T); T >= 0, 0: greedy");
   command->get_option("--backend")->description("cpu, which auto takes too (softk has no GPU sampling op yet)");
   command->add_option("--top-k", options->top_k, "keep the K most probable tokens; 0: no bound")->default_str("0");
-  command->add_option("--top-p", options->top_p, "keep the fewest most probable tokens holding P of the mass, 0 < P <= 1")
+  command
+      ->add_option("--top-p", options->top_p, "keep the fewest most probable tokens holding P of the mass, 0 < P <= 1")
       ->default_str("1");
   command->add_option("--min-p", options->min_p, "keep tokens at least P times as probable as the most, 0 <= P <= 1")
       ->default_str("0");

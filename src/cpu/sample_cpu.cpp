@@ -43,7 +43,9 @@ RowParams row_params(const SamplingParams& p, int64_t r) {
 /// weight[i] is token i's unnormalised probability.
 int64_t candidate_count(const std::vector<int32_t>& order, int64_t bounded, const std::vector<double>& weight,
                         const RowParams& p) {
-  const auto weight_at = [&](int64_t rank) { return weight[static_cast<std::size_t>(order[static_cast<std::size_t>(rank)])]; };
+  const auto weight_at = [&](int64_t rank) {
+    return weight[static_cast<std::size_t>(order[static_cast<std::size_t>(rank)])];
+  };
   double kept = 0.0;
   for (int64_t j = 0; j < bounded; ++j) kept += weight_at(j);
   // The same sum in the same order, so that top_p = 1 reaches `kept` exactly at `bounded`.

@@ -189,7 +189,8 @@ TEST(CpuSample, ExactBoundariesKeepTheTokenThatReachesThem) {
     softk::SamplingParams params;
     params.top_p = c.top_p;
     params.min_p = c.min_p;
-    expect_distribution(row, params, c.expected, "top_p " + std::to_string(c.top_p) + " min_p " + std::to_string(c.min_p));
+    expect_distribution(row, params, c.expected,
+                        "top_p " + std::to_string(c.top_p) + " min_p " + std::to_string(c.min_p));
   }
 }
 
