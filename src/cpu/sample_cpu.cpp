@@ -1,6 +1,6 @@
 // CPU sampling: softk/sample.hpp's definition step by step in double precision, the oracle for
-// sampling and the no-GPU fallback. A row is ordered by a (partial) sort, which is simple and
-// obviously right rather than fast.
+// sampling and the no-GPU fallback. A row is ordered by a partial sort, as far as its bounds
+// need: simple and obviously right rather than fast.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -14,6 +14,10 @@
 
 namespace softk::cpu {
 namespace {
+
+/// Where top_p alone bounds a row, the tokens sorted first (then 8 times as many, until the
+/// prefix reaching top_p is among them).
+constexpr int64_t kFirstSortedTokens = 1024;
 
 /// One row's parameters: its arrays' entries where given, else the scalars.
 struct RowParams {
@@ -39,24 +43,25 @@ RowParams row_params(const SamplingParams& p, int64_t r) {
 }
 
 /// How many of the first tokens of `order` are candidates: the shortest prefix that top_k, top_p
-/// and min_p allow. `order` holds at least the first `bounded` tokens in the contract's order;
-/// weight[i] is token i's unnormalised probability.
-int64_t candidate_count(const std::vector<int32_t>& order, int64_t bounded, const std::vector<double>& weight,
-                        const RowParams& p) {
+/// and min_p allow. `order` holds the first `sorted` tokens in the contract's order (all of the
+/// first `bounded`, the top_k, where top_k is non-zero); `kept` is the weight of the first
+/// `bounded`, of which top_p takes its share; weight[i] is token i's unnormalised probability.
+/// 0 where the top_p prefix runs past `sorted`: more of the row must be sorted.
+int64_t candidate_count(const std::vector<int32_t>& order, int64_t sorted, int64_t bounded, double kept,
+                        const std::vector<double>& weight, const RowParams& p) {
   const auto weight_at = [&](int64_t rank) {
     return weight[static_cast<std::size_t>(order[static_cast<std::size_t>(rank)])];
   };
-  double kept = 0.0;
-  for (int64_t j = 0; j < bounded; ++j) kept += weight_at(j);
-  // The same sum in the same order, so that top_p = 1 reaches `kept` exactly at `bounded`.
+  const int64_t limit = std::min(sorted, bounded);
   const double nucleus = static_cast<double>(p.top_p) * kept;
   int64_t by_p = 0;
   double running = 0.0;
-  while (by_p < bounded && running < nucleus) running += weight_at(by_p++);  // nucleus > 0: takes one at least
+  while (by_p < limit && running < nucleus) running += weight_at(by_p++);  // nucleus > 0: takes one at least
+  if (running < nucleus && limit < bounded) return 0;
   // The first token's weight is the largest.
   const double floor = static_cast<double>(p.min_p) * weight_at(0);
   int64_t by_min = 1;
-  while (by_min < bounded && weight_at(by_min) >= floor) ++by_min;
+  while (by_min < limit && weight_at(by_min) >= floor) ++by_min;
   return std::min(by_p, by_min);
 }
 
@@ -102,22 +107,40 @@ void sample(const LogitsView& logits, const SamplingParams& params, int32_t* tok
       tokens[r] = -1;
       continue;
     }
-    // Descending logit, then ascending index: the contract's total order. Only the first
-    // `bounded` tokens can be candidates, so only they are sorted.
-    const int64_t bounded = greedy ? 1 : p.top_k > 0 ? p.top_k : vocab;
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + bounded, order.end(), [&](int32_t a, int32_t b) {
+    // Descending logit, then ascending index: the contract's total order.
+    const auto before = [&](int32_t a, int32_t b) {
       const float xa = row[static_cast<std::size_t>(a)], xb = row[static_cast<std::size_t>(b)];
       return xa > xb || (xa == xb && a < b);
-    });
-    if (greedy) {
-      tokens[r] = order[0];
+    };
+    if (greedy) {  // the first token in that order: the largest logit, the smallest index among ties
+      int32_t best = 0;
+      for (int32_t i = 1; i < static_cast<int32_t>(vocab); ++i) best = before(i, best) ? i : best;
+      tokens[r] = best;
       continue;
     }
     for (std::size_t i = 0; i < row.size(); ++i) weight[i] = stats.weight(row[i]);
-    const int64_t count = candidate_count(order, bounded, weight, p);
-    candidates.assign(order.begin(), order.begin() + count);
-    std::sort(candidates.begin(), candidates.end());
+    candidates.clear();
+    if (p.top_k == 0 && p.top_p >= 1.0f) {
+      // Only min_p bounds the row, and its prefix is every token at least min_p of the largest
+      // weight (1), so no order is needed.
+      for (int32_t i = 0; i < static_cast<int32_t>(vocab); ++i)
+        if (weight[static_cast<std::size_t>(i)] >= static_cast<double>(p.min_p)) candidates.push_back(i);
+    } else {
+      // Sorted only as far as the bounds reach: the top_k, or past the top_p prefix (a sort of
+      // the whole row took ~10 ms a draw at 128K tokens; LLM rows reach top_p within a few).
+      const int64_t bounded = p.top_k > 0 ? p.top_k : vocab;
+      int64_t sorted = p.top_k > 0 ? bounded : std::min<int64_t>(vocab, kFirstSortedTokens);
+      int64_t count = 0;
+      for (; count == 0; sorted = std::min(vocab, sorted * 8)) {
+        std::iota(order.begin(), order.end(), 0);
+        std::partial_sort(order.begin(), order.begin() + sorted, order.end(), before);
+        double kept = p.top_k > 0 ? 0.0 : stats.sum;  // the top_k's weight, or every token's
+        for (int64_t j = 0; p.top_k > 0 && j < bounded; ++j) kept += weight[static_cast<std::size_t>(order[j])];
+        count = candidate_count(order, sorted, bounded, kept, weight, p);
+      }
+      candidates.assign(order.begin(), order.begin() + count);
+      std::sort(candidates.begin(), candidates.end());
+    }
     tokens[r] = draw(candidates, weight, detail::sampling_uniform(p.seed, p.offset));
   }
 }

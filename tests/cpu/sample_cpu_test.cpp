@@ -141,24 +141,44 @@ TEST(CpuSample, DistributionMatchesTheTruncatedSoftmax) {
 // The draw itself: u from (seed, offset), and the candidate at which the running sum of their
 // probabilities, in ascending token order, first passes u. (A walk in any other order gives the
 // same distribution but other tokens, which the distribution tests cannot see.)
-TEST(CpuSample, TheDrawIsTheInverseCdfInTokenOrder) {
-  const std::vector<float> row = llm_row(50);
-  const std::vector<double> q = truncated_distribution(row, 1.2f, 30, 0.97f, 0.0f);
+/// Each of `draws` offsets' token is the one the draw's definition picks from `q`, the row's
+/// exact distribution: u from (seed, offset), the first token in token order whose running sum
+/// of q passes u.
+void expect_inverse_cdf_tokens(const std::vector<float>& row, softk::SamplingParams params,
+                               const std::vector<double>& q, uint64_t draws) {
   const Rows one(row, 1);
-  for (uint64_t offset = 0; offset < 2000; ++offset) {
-    softk::SamplingParams params;
-    params.temperature = 1.2f;
-    params.top_k = 30;
-    params.top_p = 0.97f;
-    params.seed = 99;
+  for (uint64_t offset = 0; offset < draws; ++offset) {
     params.offset = offset;
-    const double u = softk::detail::sampling_uniform(99, offset);
+    const double u = softk::detail::sampling_uniform(params.seed, offset);
     int32_t expected = -1;
     double running = 0;
     for (std::size_t i = 0; i < q.size() && expected < 0; ++i)
       if (q[i] > 0 && (running += q[i]) > u) expected = static_cast<int32_t>(i);
     ASSERT_EQ(sample_rows(one.view, params), std::vector<int32_t>{expected}) << "offset " << offset << ", u " << u;
   }
+}
+
+TEST(CpuSample, TheDrawIsTheInverseCdfInTokenOrder) {
+  const std::vector<float> row = llm_row(50);
+  softk::SamplingParams params;
+  params.temperature = 1.2f;
+  params.top_k = 30;
+  params.top_p = 0.97f;
+  params.seed = 99;
+  expect_inverse_cdf_tokens(row, params, truncated_distribution(row, 1.2f, 30, 0.97f, 0.0f), 2000);
+}
+
+// A flat row's nucleus holds most of its 5000 tokens: past the first tokens the sampler sorts
+// (1024), so it sorts further, and the candidates are still exactly the definition's.
+TEST(CpuSample, ANucleusPastTheFirstSortedTokens) {
+  std::vector<float> row(5000);
+  for (std::size_t i = 0; i < row.size(); ++i) row[i] = static_cast<float>(std::sin(i * 0.37) * 0.05);
+  softk::SamplingParams params;
+  params.top_p = 0.9f;
+  params.seed = 5;
+  const std::vector<double> q = truncated_distribution(row, 1.0f, 0, 0.9f, 0.0f);
+  ASSERT_GT(std::count_if(q.begin(), q.end(), [](double x) { return x > 0; }), 1024);
+  expect_inverse_cdf_tokens(row, params, q, 500);
 }
 
 // Equal logits at a bound: the contract's order (ties to the smaller index) decides which stay.
