@@ -43,14 +43,18 @@ void add_printing_options(CLI::App& command, OutputFormat& format, std::string& 
   add_output_option(command, output_prefix, output_description)->excludes(format_option)->excludes(vocab_option);
 }
 
+std::string shown(float value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
 LogitsFile open_input(const CommonOptions& options, TemperatureRule rule) {
   const float t = options.temperature;
   const bool greedy = rule == TemperatureRule::zero_is_greedy && t == 0.0f;
   if (!(std::isfinite(t) && (t > 0.0f || greedy))) {
-    std::ostringstream value;
-    value << t;
     throw Error(std::string("--temperature must be finite and ") +
-                (rule == TemperatureRule::zero_is_greedy ? ">= 0 (0: greedy)" : "> 0") + " (got " + value.str() + ")");
+                (rule == TemperatureRule::zero_is_greedy ? ">= 0 (0: greedy)" : "> 0") + " (got " + shown(t) + ")");
   }
   if (options.chunk_rows < 0) throw Error("--chunk-rows must be >= 1 (got " + std::to_string(options.chunk_rows) + ")");
   InputSpec spec;

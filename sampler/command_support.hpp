@@ -72,6 +72,9 @@ void add_algorithm_option(CLI::App& command, Algorithm& algorithm, const std::ve
       ->default_str(softk::to_string(algorithm));
 }
 
+/// `value` as an error message shows what the user typed ("0.5", "nan", "-1").
+std::string shown(float value);
+
 /// How a command reads --temperature: softmax(logits / T) needs T > 0; sampling also takes 0,
 /// greedy.
 enum class TemperatureRule { positive, zero_is_greedy };

@@ -5,7 +5,6 @@
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 #include "command_support.hpp"
 #include "error.hpp"
@@ -32,12 +31,6 @@ struct SampleCommandOptions {
 
 /// The most draws a row: each is one pass over the file's rows.
 constexpr int64_t kMaxDraws = 1 << 20;
-
-std::string shown(float value) {
-  std::ostringstream s;
-  s << value;
-  return s.str();
-}
 
 /// The sampling options against the file, named as the user typed them.
 void check_sampling_options(const SampleCommandOptions& options, const LogitsFile& file) {

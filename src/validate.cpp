@@ -47,13 +47,17 @@ void validate_logits_shape(const LogitsView& logits) {
                 str(logits.rows()) + " x " + str(stride));
 }
 
+namespace {
+/// The kernels scale logits by log2(e) / temperature in fp32; a subnormal temperature would make
+/// that infinite and every row NaN.
+bool scale_fits_fp32(float temperature) { return std::isfinite(static_cast<float>(M_LOG2E / temperature)); }
+}  // namespace
+
 void validate_temperature(float temperature) {
   SOFTK_REQUIRE(std::isfinite(temperature) && temperature > 0.0f, "temperature must be finite and > 0",
                 str(temperature));
-  // The kernels scale logits by log2(e) / temperature in fp32; a subnormal temperature would
-  // make that infinite and every row NaN.
-  SOFTK_REQUIRE(std::isfinite(static_cast<float>(M_LOG2E / temperature)),
-                "temperature must be >= 4.3e-39 (log2(e) / temperature must fit in fp32)", str(temperature));
+  SOFTK_REQUIRE(scale_fits_fp32(temperature), "temperature must be >= 4.3e-39 (log2(e) / temperature must fit in fp32)",
+                str(temperature));
 }
 
 void validate_k(const LogitsView& logits, int32_t k) {
@@ -112,7 +116,7 @@ std::string param_name(const char* name, int64_t row) {
 void validate_sampling_temperature(float temperature, int64_t row) {
   SOFTK_REQUIRE(std::isfinite(temperature) && temperature >= 0.0f,
                 param_name("temperature", row) + " must be finite and >= 0 (0: greedy)", str(temperature));
-  SOFTK_REQUIRE(temperature == 0.0f || std::isfinite(static_cast<float>(M_LOG2E / temperature)),
+  SOFTK_REQUIRE(temperature == 0.0f || scale_fits_fp32(temperature),
                 param_name("temperature", row) + " must be 0 or >= 4.3e-39 (log2(e) / temperature must fit in fp32)",
                 str(temperature));
 }
