@@ -29,6 +29,11 @@ class CpuBackend final : public Backend {
     options.row_status = row_status;
     softk::cpu::topk(chunk, k, values, indices, options);
   }
+
+  void sample(const softk::LogitsView& chunk, const softk::SamplingParams& params, int32_t* tokens,
+              int32_t* row_status) override {
+    softk::cpu::sample(chunk, params, tokens, row_status);
+  }
 };
 
 /// Device memory that only grows: the first chunk of a run is its largest, so every later
@@ -95,7 +100,37 @@ class CudaBackend final : public Backend {
     synchronize();
   }
 
+  void sample(const softk::LogitsView& chunk, const softk::SamplingParams& params, int32_t* tokens,
+              int32_t* row_status) override {
+    const softk::LogitsView device = upload(chunk);
+    softk::SamplingParams on_device = params;
+    const auto rows = static_cast<std::size_t>(chunk.rows());
+    on_device.temperatures = upload_row_values(params.temperatures, rows, temperatures_);
+    on_device.top_ks = upload_row_values(params.top_ks, rows, top_ks_);
+    on_device.top_ps = upload_row_values(params.top_ps, rows, top_ps_);
+    on_device.min_ps = upload_row_values(params.min_ps, rows, min_ps_);
+    on_device.seeds = upload_row_values(params.seeds, rows, seeds_);
+    on_device.offsets = upload_row_values(params.offsets, rows, offsets_);
+    auto* device_status = static_cast<int32_t*>(status_.reserve(status_bytes(chunk)));
+    auto* device_tokens = static_cast<int32_t*>(indices_.reserve(rows * sizeof(int32_t)));
+    const std::size_t workspace_bytes = softk::sample_workspace_size(device, on_device);
+    softk::sample(device, on_device, device_tokens, device_status, workspace_.reserve(workspace_bytes),
+                  workspace_bytes, stream_);
+    download(tokens, device_tokens, rows * sizeof(int32_t));
+    download(row_status, device_status, status_bytes(chunk));
+    synchronize();
+  }
+
  private:
+  /// A per-row parameter array copied into `buffer` (null stays null).
+  template <class T>
+  const T* upload_row_values(const T* host, std::size_t rows, DeviceBuffer& buffer) {
+    if (host == nullptr) return nullptr;
+    void* device = buffer.reserve(rows * sizeof(T));
+    check_cuda(cudaMemcpyAsync(device, host, rows * sizeof(T), cudaMemcpyHostToDevice, stream_), "copy to device");
+    return static_cast<const T*>(device);
+  }
+
   static std::size_t status_bytes(const softk::LogitsView& chunk) {
     return static_cast<std::size_t>(chunk.rows()) * sizeof(int32_t);
   }
@@ -115,6 +150,7 @@ class CudaBackend final : public Backend {
 
   cudaStream_t stream_ = nullptr;
   DeviceBuffer logits_, values_, indices_, status_, workspace_;
+  DeviceBuffer temperatures_, top_ks_, top_ps_, min_ps_, seeds_, offsets_;  // sample's per-row arrays
 };
 
 /// The number of CUDA devices, 0 when there is no device or no usable driver; `reason` says why.

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "softk/sample.hpp"
 #include "softk/softmax.hpp"
 #include "softk/topk.hpp"
 
@@ -27,6 +28,10 @@ class Backend {
   /// softk::topk of `chunk` into `values` and `indices` ([rows, k]) and `row_status` ([rows]).
   virtual void topk(const softk::LogitsView& chunk, int32_t k, float* values, int32_t* indices, int32_t* row_status,
                     softk::TopkOptions options) = 0;
+  /// One token a row of `chunk` into `tokens` ([rows]) and `row_status` ([rows]); params' arrays
+  /// (where non-null) are host memory, [rows] each.
+  virtual void sample(const softk::LogitsView& chunk, const softk::SamplingParams& params, int32_t* tokens,
+                      int32_t* row_status) = 0;
 };
 
 /// The backend for `kind`. Throws sampler::Error when cuda is asked for and no device is usable.

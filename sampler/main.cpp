@@ -1,5 +1,5 @@
-// sampler — inspect LLM logits files: softmax and exact top-k on a CUDA device or the CPU, and
-// seeded sampling on the CPU.
+// sampler — inspect LLM logits files: softmax, exact top-k and seeded sampling, on a CUDA device
+// or the CPU.
 //
 // Exit status: 0 on success, 1 on a bad input, parameter or output path (one line on stderr,
 // no output file left behind), 2 on a command-line syntax error.
@@ -26,7 +26,7 @@ void print_error(std::string message) {
 
 int main(int argc, char** argv) {
   CLI::App app(
-      "Inspect LLM logits files ([V], [B, V] or [B, T, V]): softmax and exact top-k (GPU or CPU), sampling (CPU)",
+      "Inspect LLM logits files ([V], [B, V] or [B, T, V]): softmax, exact top-k and sampling, on the GPU or the CPU",
       "sampler");
   app.require_subcommand(1);
   app.footer("Exit status: 0 on success, 1 on a bad input file, parameter or output path, 2 on a command-line error.");

@@ -1,6 +1,5 @@
 // sampler sample FILE: tokens drawn from every row under temperature, top-k, top-p and min-p,
-// seeded (softk/sample.hpp), printed or saved as .npy. softk's sampling runs on its CPU backend;
-// it has no GPU op yet, so --backend cuda is refused and auto takes the cpu.
+// seeded (softk/sample.hpp), printed or saved as .npy, on the GPU or the CPU.
 #include <cstdint>
 #include <iostream>
 #include <memory>
@@ -10,7 +9,6 @@
 #include "error.hpp"
 #include "output_file.hpp"
 #include "sample_printer.hpp"
-#include "softk/cpu.hpp"
 #include "vocab.hpp"
 
 namespace sampler {
@@ -34,8 +32,6 @@ constexpr int64_t kMaxDraws = 1 << 20;
 
 /// The sampling options against the file, named as the user typed them.
 void check_sampling_options(const SampleCommandOptions& options, const LogitsFile& file) {
-  if (options.common.backend == BackendKind::cuda)
-    throw Error("sample runs on the cpu backend: softk has no GPU sampling op yet (--backend cuda)");
   if (options.top_k < 0 || options.top_k > file.vocab())
     throw file_error(file.path(), "--top-k " + std::to_string(options.top_k) + " is out of range: must be 0 (no bound) "
                                   "or in [1, " + std::to_string(file.vocab()) + "], the vocabulary size");
@@ -48,12 +44,12 @@ void check_sampling_options(const SampleCommandOptions& options, const LogitsFil
                 std::to_string(options.draws) + ")");
 }
 
-/// Streams `file` through softk::cpu::sample: for each chunk, in order, calls sink(first_row,
+/// Streams `file` through backend.sample: for each chunk, in order, calls sink(first_row,
 /// rows, tokens, status) with [rows, draws] tokens and [rows] RowStatus. Each batch entry b is a
 /// request of its own, its steps t a decode loop's: draw d of row (b, t) takes seed S + b and
 /// offset O + t x draws + d, so no two draws of a file share a (seed, offset).
 template <class Sink>
-void stream_samples(const LogitsFile& file, const SampleCommandOptions& options, Sink&& sink) {
+void stream_samples(const LogitsFile& file, Backend& backend, const SampleCommandOptions& options, Sink&& sink) {
   const int64_t draws = options.draws;
   const std::vector<int64_t> shape = file.shape();
   const int64_t steps = shape.size() == 3 ? shape[1] : 1;
@@ -77,7 +73,7 @@ void stream_samples(const LogitsFile& file, const SampleCommandOptions& options,
                    for (int64_t d = 0; d < draws; ++d) {
                      for (int64_t r = 0; r < rows; ++r)
                        offsets[r] = options.offset + static_cast<uint64_t>((first + r) % steps * draws + d);
-                     softk::cpu::sample(chunk, params, draw.data(), status.data());
+                     backend.sample(chunk, params, draw.data(), status.data());
                      for (int64_t r = 0; r < rows; ++r) tokens[r * draws + d] = draw[r];
                    }
                    progress.suspend();
@@ -88,12 +84,13 @@ void stream_samples(const LogitsFile& file, const SampleCommandOptions& options,
 void run_sample(const SampleCommandOptions& options) {
   const LogitsFile file = open_input(options.common, TemperatureRule::zero_is_greedy);
   check_sampling_options(options, file);
+  const std::unique_ptr<Backend> backend = make_backend(options.common.backend);
   RowStatusTally tally;
   if (!options.output_prefix.empty()) {
     std::vector<int64_t> shape = file.leading_dims();
     shape.push_back(options.draws);
     NpyWriter tokens_file(options.output_prefix + ".tokens.npy", NpyElement::i32, shape);
-    stream_samples(file, options, [&](int64_t, int64_t rows, const int32_t* tokens, const int32_t* status) {
+    stream_samples(file, *backend, options, [&](int64_t, int64_t rows, const int32_t* tokens, const int32_t* status) {
       tokens_file.append(tokens, rows * options.draws);
       tally.add(status, rows);
     });
@@ -102,10 +99,11 @@ void run_sample(const SampleCommandOptions& options) {
     std::optional<Vocab> vocab;
     if (!options.vocab.empty()) vocab = Vocab::load(options.vocab);
     SamplePrinter printer(std::cout, options.format, file.shape(), options.draws, vocab ? &*vocab : nullptr);
-    stream_samples(file, options, [&](int64_t first, int64_t rows, const int32_t* tokens, const int32_t* status) {
+    const auto print = [&](int64_t first, int64_t rows, const int32_t* tokens, const int32_t* status) {
       printer.print_rows(first, rows, tokens, status);
       tally.add(status, rows);
-    });
+    };
+    stream_samples(file, *backend, options, print);
   }
   tally.report();
 }
@@ -115,10 +113,9 @@ void run_sample(const SampleCommandOptions& options) {
 void add_sample_command(CLI::App& app) {
   auto options = std::make_shared<SampleCommandOptions>();
   CLI::App* command = app.add_subcommand(
-      "sample", "Seeded tokens drawn from every row: temperature (0: greedy), top-k, top-p, min-p (on the CPU)");
+      "sample", "Seeded tokens drawn from every row: temperature (0: greedy), top-k, top-p, min-p");
   add_common_options(*command, options->common);
   command->get_option("--temperature")->description("softmax(logits / T); T >= 0, 0: greedy");
-  command->get_option("--backend")->description("cpu, which auto takes too (softk has no GPU sampling op yet)");
   command->add_option("--top-k", options->top_k, "keep the K most probable tokens; 0: no bound")->default_str("0");
   command
       ->add_option("--top-p", options->top_p, "keep the fewest most probable tokens holding P of the mass, 0 < P <= 1")

@@ -1,7 +1,10 @@
-// softk — sampling parameters: temperature, top-k, top-p and min-p, and the seeded draw.
-// Plain C++17: includes nothing from CUDA.
+// softk — sampling: temperature, top-k, top-p and min-p, and the seeded draw; the GPU op.
+// Plain C++17 plus cuda_runtime_api.h.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
 #include <cstdint>
 
 #include "softk/types.hpp"
@@ -46,5 +49,26 @@ struct SamplingParams {
   const uint64_t* seeds = nullptr;      ///< per row, or null: `seed`
   const uint64_t* offsets = nullptr;    ///< per row, or null: `offset`
 };
+
+/// The workspace softk::sample needs for `logits` under `params` (sized once for the largest
+/// shape serves any smaller batch of the same V and bound). Throws softk::Error on bad scalars.
+std::size_t sample_workspace_size(const LogitsView& logits, const SamplingParams& params);
+
+/// One token a row into `tokens` ([rows] int32) as SamplingParams defines it, on the device:
+/// the logits, `tokens`, `row_status` (nullable: each row's RowStatus) and params' arrays are
+/// device memory. Stream-ordered, no allocation and no host synchronisation (graph-capturable).
+///
+/// How: softk::topk ranks each row's first `top_k` tokens (the vocabulary where top_k is 0:
+/// slower, a full ranking), and one block a row bounds that list by the row's own top_k, top_p
+/// and min_p and draws. With `top_ks`, the scalar top_k bounds every row's value (0: none).
+/// The host cannot read device arrays, so per-row values are not checked there; out of range,
+/// a row takes: a temperature that is not finite, below 0 or below 4.3e-39 but not 0: greedy;
+/// a top_k outside [0, the bound]: the bound; a top_p outside (0, 1]: 1; a min_p outside
+/// [0, 1]: 0.
+///
+/// The weights are fp32, where softk::cpu::sample's are double: the two draw the same token
+/// except where u falls within rounding of a boundary between two candidates.
+void sample(const LogitsView& logits, const SamplingParams& params, int32_t* tokens, int32_t* row_status,
+            void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
 
 }  // namespace softk

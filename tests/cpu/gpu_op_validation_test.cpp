@@ -1,4 +1,4 @@
-// Argument validation of the GPU ops (softk::softmax / topk) and of the CUB reference, run in
+// Argument validation of the GPU ops (softk::softmax / topk / sample) and of the CUB reference, run in
 // the CPU test binary on purpose: DESIGN.md says bad arguments throw softk::Error *before
 // anything is launched*, so these must pass on a machine with no GPU and no driver. Any CUDA
 // call made before validation fails there (softk::CudaError, reported as such by the helper);
@@ -13,6 +13,7 @@
 
 #include "common/bad_arguments.hpp"
 #include "softk/reference.hpp"
+#include "softk/sample.hpp"
 #include "softk/softmax.hpp"
 #include "softk/topk.hpp"
 
@@ -280,6 +281,47 @@ TEST(GpuOpValidation, ReferenceTopkRejectsBadArguments) {
     EXPECT_TRUE(throws_error_naming([&] { ref_topk(valid_fake_logits(), 5, fake_probs(), fake_indices(), o); },
                                     {"temperature", t.shown}))
         << t.name;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// softk::sample: the scalars (its per-row arrays live on the device, and are clamped there)
+
+TEST(GpuOpValidation, SampleRejectsBadArguments) {
+  struct Case {
+    const char* name;
+    softk::SamplingParams params;
+    std::vector<std::string> needles;
+  };
+  std::vector<Case> cases(5);
+  cases[0] = {"temperature -1", {}, {"params.temperature", "-1"}};
+  cases[0].params.temperature = -1.0f;
+  cases[1] = {"top_k past vocab", {}, {"params.top_k", "1001"}};
+  cases[1].params.top_k = 1001;
+  cases[2] = {"top_p 0", {}, {"params.top_p", "0"}};
+  cases[2].params.top_p = 0.0f;
+  cases[3] = {"min_p 2", {}, {"params.min_p", "2"}};
+  cases[3].params.min_p = 2.0f;
+  cases[4] = {"top_k -1", {}, {"params.top_k", "-1"}};
+  cases[4].params.top_k = -1;
+  int32_t* tokens = fake_indices();
+  for (const Case& c : cases) {
+    EXPECT_TRUE(throws_error_naming(
+        [&] { softk::sample(valid_fake_logits(), c.params, tokens, nullptr, fake_workspace(), kBigWorkspace, nullptr); },
+        c.needles))
+        << c.name;
+    EXPECT_TRUE(throws_error_naming([&] { softk::sample_workspace_size(valid_fake_logits(), c.params); }, c.needles))
+        << c.name << " (size query)";
+  }
+  EXPECT_TRUE(throws_error_naming(
+      [&] { softk::sample(valid_fake_logits(), {}, nullptr, nullptr, fake_workspace(), kBigWorkspace, nullptr); },
+      {"tokens", "null"}));
+  for (const auto& c : bad_logits_cases()) {
+    softk::LogitsView v = valid_fake_logits();
+    c.mutate(v);
+    EXPECT_TRUE(throws_error_naming(
+        [&] { softk::sample(v, {}, tokens, nullptr, fake_workspace(), kBigWorkspace, nullptr); }, c.needles))
+        << c.name;
   }
 }
 

@@ -102,6 +102,30 @@ TEST(CliGpu, ForcedSplitKTakesFilesOfMoreRowsThanACallServes) {
                sampler_test::read_npy<float>(dir.file("cpu.probs.npy"), "<f4").values, "split_k over 65539 rows");
 }
 
+// The cuda backend's draws are the cpu backend's, but where u lies within fp32 rounding of a
+// boundary between two candidates (softk/sample.hpp): a handful of 50 draws a row at most.
+TEST(CliGpu, SampleOnCudaDrawsTheCpuTokens) {
+  SOFTK_TEST_REQUIRE_GPU();
+  TempDir dir;
+  for (const char* name : kExampleFiles) {
+    const std::string input = std::string(SOFTK_EXAMPLE_DATA "/") + name;
+    for (const char* bounds : {"--top-p=0.9", "--top-k=20", "--min-p=0.05"}) {
+      const std::vector<std::string> args = {"sample", input, "-n", "50", "--seed", "11", "--temperature", "0.8", bounds};
+      std::vector<std::string> cpu_args = args, gpu_args = args;
+      cpu_args.insert(cpu_args.end(), {"--backend", "cpu", "-o", dir.file("cpu")});
+      gpu_args.insert(gpu_args.end(), {"--backend", "cuda", "-o", dir.file("gpu")});
+      run_or_fail(cpu_args);
+      run_or_fail(gpu_args);
+      const auto cpu = sampler_test::read_npy<int32_t>(dir.file("cpu.tokens.npy"), "<i4");
+      const auto gpu = sampler_test::read_npy<int32_t>(dir.file("gpu.tokens.npy"), "<i4");
+      ASSERT_EQ(gpu.header.shape, cpu.header.shape);
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < cpu.values.size(); ++i) differ += cpu.values[i] != gpu.values[i];
+      EXPECT_LE(differ, 2u) << name << " " << bounds << ": " << differ << " of " << cpu.values.size() << " draws differ";
+    }
+  }
+}
+
 TEST(CliGpu, InfoAndPrintedTopkRunOnCuda) {
   SOFTK_TEST_REQUIRE_GPU();
   for (const char* name : kExampleFiles) {

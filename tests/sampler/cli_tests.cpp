@@ -582,11 +582,6 @@ TEST_F(CliBadInputTest, SampleBadParameters) {
       {"temperature inf", "", "", {"--temperature", "inf"}, "--temperature"},
       {"temperature subnormal", "", "", {"--temperature", "1e-40"}, "temperature"},
       {"seed negative", "", "", {"--seed", "-1"}, "--seed"},
-      {"cuda backend",
-       "",
-       "",
-       {"--backend", "cuda"},
-       "sample runs on the cpu backend: softk has no GPU sampling op yet"},
       {"unknown format", "", "", {"--format", "xml"}, "--format: xml not in"},
       {"missing vocab", "", "", {"--vocab", "/nonexistent/vocab.txt"}, "/nonexistent/vocab.txt: No such file"},
   };

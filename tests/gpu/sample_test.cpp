@@ -1,0 +1,357 @@
+// softk::sample on the GPU (softk/sample.hpp) against softk::cpu::sample and the exact truncated
+// distribution:
+//  - token for token against the CPU sampler on many rows, for each bound alone and together,
+//    fp32 and bf16, scalar and per-row parameters (the two may differ only where u falls within
+//    fp32 rounding of a boundary, so a few mismatches are allowed, each a CPU candidate);
+//  - a chi-square test over 10^5 draws of one row (offsets 0 .. 10^5 - 1);
+//  - NaN and masked rows, -inf and +inf tokens, greedy, top_k = 0 (the whole row ranked);
+//  - determinism: the same bits twice, and a row's token the same alone and inside a batch;
+//  - per-row values out of range take sample.hpp's clamps; bad scalars, a short workspace and
+//    null tokens are refused before anything is written; a CUDA graph replays the op.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "common/bad_arguments.hpp"
+#include "common/gpu.hpp"
+#include "common/inputs.hpp"
+#include "common/runners.hpp"
+#include "common/sampling_check.hpp"
+#include "softk/cpu.hpp"
+#include "softk/sample.hpp"
+
+namespace {
+
+using namespace softk_test;
+using softk::DType;
+
+/// Per-row parameter arrays on the host, and their device copies for a SamplingParams.
+struct RowArrays {
+  std::vector<float> temperatures, top_ps, min_ps;
+  std::vector<int32_t> top_ks;
+  std::vector<uint64_t> seeds, offsets;
+};
+
+struct DeviceRowArrays {
+  DeviceBuffer temperatures, top_ps, min_ps, top_ks, seeds, offsets;
+};
+
+template <class T>
+DeviceBuffer device_copy(const std::vector<T>& host, cudaStream_t stream) {
+  DeviceBuffer d(host.size() * sizeof(T));
+  upload(d.get(), host.data(), d.bytes(), stream);
+  return d;
+}
+
+/// `params` with every non-empty array of `rows` pointed at: host pointers for the CPU, device
+/// ones (filled into `device`) for the GPU.
+softk::SamplingParams with_arrays(softk::SamplingParams params, const RowArrays& rows, DeviceRowArrays* device,
+                                  cudaStream_t stream) {
+  const auto point = [&](const auto& host, DeviceBuffer* d, auto*& field) {
+    using T = std::remove_const_t<std::remove_pointer_t<std::remove_reference_t<decltype(field)>>>;
+    if (host.empty()) return;
+    if (device == nullptr) {
+      field = host.data();
+      return;
+    }
+    *d = device_copy(host, stream);
+    field = d->template as<T>();
+  };
+  point(rows.temperatures, device ? &device->temperatures : nullptr, params.temperatures);
+  point(rows.top_ps, device ? &device->top_ps : nullptr, params.top_ps);
+  point(rows.min_ps, device ? &device->min_ps : nullptr, params.min_ps);
+  point(rows.top_ks, device ? &device->top_ks : nullptr, params.top_ks);
+  point(rows.seeds, device ? &device->seeds : nullptr, params.seeds);
+  point(rows.offsets, device ? &device->offsets : nullptr, params.offsets);
+  return params;
+}
+
+struct GpuRun {
+  std::vector<int32_t> tokens, status;
+};
+
+/// softk::sample on `d` with the arrays copied to the device, in an exactly sized workspace.
+GpuRun run_gpu(const DeviceLogits& d, const softk::SamplingParams& scalars, const RowArrays& arrays,
+               cudaStream_t stream) {
+  DeviceRowArrays device_arrays;
+  const softk::SamplingParams params = with_arrays(scalars, arrays, &device_arrays, stream);
+  const auto rows = static_cast<std::size_t>(d.view.rows());
+  GuardedOutput tokens(rows * sizeof(int32_t), stream), status(rows * sizeof(int32_t), stream);
+  DeviceBuffer workspace(softk::sample_workspace_size(d.view, params));
+  poison_workspace(workspace, stream);
+  softk::sample(d.view, params, tokens.as<int32_t>(), status.as<int32_t>(), workspace.get(), workspace.bytes(), stream);
+  GpuRun run{download<int32_t>(tokens.get(), rows, stream), download<int32_t>(status.get(), rows, stream)};
+  EXPECT_EQ(tokens.guard_violation(stream), "");
+  EXPECT_EQ(status.guard_violation(stream), "");
+  return run;
+}
+
+GpuRun run_cpu(const HostLogits& h, const softk::SamplingParams& scalars, const RowArrays& arrays) {
+  const softk::SamplingParams params = with_arrays(scalars, arrays, nullptr, nullptr);
+  const auto rows = static_cast<std::size_t>(h.rows());
+  GpuRun run{std::vector<int32_t>(rows), std::vector<int32_t>(rows)};
+  softk::cpu::sample(h.host_view(), params, run.tokens.data(), run.status.data());
+  return run;
+}
+
+/// Row r's logits as fp32 (the dtype's values), for the exact distribution.
+std::vector<float> row_values(const HostLogits& h, int64_t r) { return {h.row(r), h.row(r) + h.vocab}; }
+
+struct Bounds {
+  const char* name;
+  float temperature;
+  int32_t top_k;
+  float top_p;
+  float min_p;
+};
+
+const Bounds kBounds[] = {
+    {"plain", 1.0f, 0, 1.0f, 0.0f},        {"top_k 50", 0.8f, 50, 1.0f, 0.0f}, {"top_p 0.9", 1.0f, 0, 0.9f, 0.0f},
+    {"min_p 0.05", 1.2f, 0, 1.0f, 0.05f},  {"top_k 40 top_p 0.8 min_p 0.01", 0.7f, 40, 0.8f, 0.01f},
+    {"greedy", 0.0f, 0, 1.0f, 0.0f},
+};
+
+class GpuSample : public GpuTest {};
+
+// Many rows, one draw each, every row at its own seed and offset: the GPU's token is the CPU's,
+// but where u lies within fp32 rounding of a boundary; there it is still one of the CPU's
+// candidates.
+TEST_F(GpuSample, MatchesTheCpuSamplerTokenForToken) {
+  for (DType dt : {DType::f32, DType::bf16})
+    for (int64_t vocab : {1000, 32000, 128256})
+      for (const Bounds& b : kBounds) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " V=" + std::to_string(vocab) + " " + b.name);
+        constexpr int64_t kRows = 64;
+        const HostLogits h = make_logits(dt, kRows, 1, vocab, Dist::llm_like);
+        const DeviceLogits d = to_device(h, stream());
+        softk::SamplingParams params;
+        params.temperature = b.temperature;
+        params.top_k = b.top_k;
+        params.top_p = b.top_p;
+        params.min_p = b.min_p;
+        RowArrays arrays;
+        for (int64_t r = 0; r < kRows; ++r) {
+          arrays.seeds.push_back(1000 + static_cast<uint64_t>(r));
+          arrays.offsets.push_back(static_cast<uint64_t>(r) * 7);
+        }
+        const GpuRun gpu = run_gpu(d, params, arrays, stream());
+        const GpuRun cpu = run_cpu(h, params, arrays);
+        EXPECT_EQ(gpu.status, cpu.status);
+        int mismatches = 0;
+        for (int64_t r = 0; r < kRows; ++r) {
+          if (gpu.tokens[r] == cpu.tokens[r]) continue;
+          ++mismatches;
+          const std::vector<double> q = truncated_distribution(row_values(h, r), b.temperature > 0 ? b.temperature : 1.0f,
+                                                               b.temperature > 0 ? b.top_k : 1, b.top_p, b.min_p);
+          ASSERT_GE(gpu.tokens[r], 0) << "row " << r;
+          EXPECT_GT(q[gpu.tokens[r]], 0.0) << "row " << r << ": token " << gpu.tokens[r] << " is no candidate";
+        }
+        EXPECT_LE(mismatches, 1) << "GPU and CPU tokens differ on " << mismatches << " of " << kRows << " rows";
+      }
+}
+
+TEST_F(GpuSample, DistributionMatchesTheTruncatedSoftmax) {
+  std::vector<float> row(40);
+  for (int i = 0; i < 40; ++i) row[i] = static_cast<float>(std::sin(i * 12.9898) * 2.5);
+  row[3] = 6.0f;
+  row[11] = 5.2f;
+  constexpr int64_t kDraws = 100000;
+  const HostLogits h =
+      make_logits_with(DType::f32, kDraws, 1, 40, [&](int64_t, float* x) { std::copy(row.begin(), row.end(), x); });
+  const DeviceLogits d = to_device(h, stream());
+  RowArrays arrays;
+  arrays.offsets.resize(kDraws);
+  std::iota(arrays.offsets.begin(), arrays.offsets.end(), uint64_t{0});
+  for (const Bounds& b : kBounds) {
+    if (b.temperature == 0.0f) continue;
+    softk::SamplingParams params;
+    params.temperature = b.temperature;
+    params.top_k = std::min(b.top_k, 12);  // the row has 40 tokens
+    params.top_p = b.top_p;
+    params.min_p = b.min_p;
+    params.seed = 77;
+    const GpuRun gpu = run_gpu(d, params, arrays, stream());
+    EXPECT_EQ(distribution_mismatch(gpu.tokens,
+                                    truncated_distribution(row, b.temperature, params.top_k, b.top_p, b.min_p)),
+              "")
+        << b.name;
+  }
+}
+
+TEST_F(GpuSample, NonFiniteRowsAndTokens) {
+  // Row 0: two finite tokens among -inf; row 1: two +inf; row 2: NaN; row 3: all -inf.
+  const HostLogits h = make_logits_with(DType::f32, 4, 1, 300, [](int64_t r, float* x) {
+    for (int i = 0; i < 300; ++i) x[i] = r == 3 || r == 0 ? -kInf : static_cast<float>(i % 17);
+    if (r == 0) x[17] = 1.0f, x[250] = 2.0f;
+    if (r == 1) x[5] = x[290] = kInf;
+    if (r == 2) x[100] = kNaN;
+  });
+  const DeviceLogits d = to_device(h, stream());
+  for (int32_t top_k : {0, 50}) {
+    std::vector<int64_t> hits(600, 0);
+    for (uint64_t offset = 0; offset < 400; ++offset) {
+      softk::SamplingParams params;
+      params.top_k = top_k;
+      params.offset = offset;
+      const GpuRun gpu = run_gpu(d, params, {}, stream());
+      ASSERT_EQ(gpu.status, (std::vector<int32_t>{0, 0, 2, 1}));
+      ASSERT_TRUE(gpu.tokens[0] == 17 || gpu.tokens[0] == 250) << gpu.tokens[0];
+      ASSERT_TRUE(gpu.tokens[1] == 5 || gpu.tokens[1] == 290) << gpu.tokens[1];
+      EXPECT_EQ(gpu.tokens[2], -1);
+      EXPECT_EQ(gpu.tokens[3], -1);
+      ++hits[gpu.tokens[0]];
+      ++hits[300 + gpu.tokens[1]];
+    }
+    EXPECT_GT(hits[17], 50) << "top_k " << top_k;  // p = 1 / (1 + e) = 0.27
+    EXPECT_GT(hits[305], 150) << "top_k " << top_k;
+    EXPECT_GT(hits[590], 150) << "top_k " << top_k;
+  }
+}
+
+// The same bits twice, and row r's token the same alone as inside a batch of other rows.
+TEST_F(GpuSample, ARowsTokenIsRepeatableAndIgnoresTheRowsAroundIt) {
+  constexpr int64_t kRows = 48;
+  const HostLogits h = make_logits(DType::bf16, kRows, 1, 50257, Dist::llm_like);
+  const DeviceLogits d = to_device(h, stream());
+  RowArrays arrays;
+  for (int64_t r = 0; r < kRows; ++r) {
+    arrays.temperatures.push_back(0.5f + 0.05f * static_cast<float>(r));
+    arrays.top_ks.push_back(static_cast<int32_t>(1 + r * 5));
+    arrays.top_ps.push_back(r % 3 == 0 ? 1.0f : 0.85f);
+    arrays.min_ps.push_back(r % 4 == 0 ? 0.02f : 0.0f);
+    arrays.seeds.push_back(42 + static_cast<uint64_t>(r));
+    arrays.offsets.push_back(static_cast<uint64_t>(r));
+  }
+  softk::SamplingParams params;
+  params.top_k = 256;  // bounds every row's top_ks
+  const GpuRun first = run_gpu(d, params, arrays, stream());
+  EXPECT_EQ(run_gpu(d, params, arrays, stream()).tokens, first.tokens);
+  // Every per-row parameter reaches its row: the CPU oracle draws the same tokens (but where u
+  // lies within fp32 rounding of a boundary).
+  const GpuRun cpu = run_cpu(h, params, arrays);
+  int mismatches = 0;
+  for (int64_t r = 0; r < kRows; ++r) mismatches += first.tokens[r] != cpu.tokens[r];
+  EXPECT_LE(mismatches, 1) << mismatches << " of " << kRows << " rows differ from the CPU's";
+  for (int64_t r : {0, 17, 47}) {
+    const HostLogits one = make_logits_with(DType::bf16, 1, 1, 50257, [&](int64_t, float* x) {
+      std::copy(h.row(r), h.row(r) + 50257, x);
+    });
+    RowArrays alone;
+    alone.temperatures = {arrays.temperatures[r]};
+    alone.top_ks = {arrays.top_ks[r]};
+    alone.top_ps = {arrays.top_ps[r]};
+    alone.min_ps = {arrays.min_ps[r]};
+    alone.seeds = {arrays.seeds[r]};
+    alone.offsets = {arrays.offsets[r]};
+    EXPECT_EQ(run_gpu(to_device(one, stream()), params, alone, stream()).tokens[0], first.tokens[r]) << "row " << r;
+  }
+}
+
+// Per-row values the host cannot check take sample.hpp's clamps: the same tokens as the values
+// they clamp to.
+TEST_F(GpuSample, OutOfRangePerRowValuesAreClamped) {
+  constexpr int64_t kRows = 6;
+  const HostLogits h = make_logits(DType::f32, kRows, 1, 4096, Dist::llm_like);
+  const DeviceLogits d = to_device(h, stream());
+  softk::SamplingParams params;
+  params.top_k = 100;
+  RowArrays bad, clamped;
+  bad.temperatures = {-1.0f, kNaN, 1e-40f, 1.0f, 1.0f, 1.0f};
+  clamped.temperatures = {0.0f, 0.0f, 0.0f, 1.0f, 1.0f, 1.0f};
+  bad.top_ks = {5, 5, 5, -3, 1000, 7};
+  clamped.top_ks = {5, 5, 5, 100, 100, 7};
+  bad.top_ps = {1.0f, 1.0f, 1.0f, 2.0f, kNaN, 0.0f};
+  clamped.top_ps = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+  bad.min_ps = {0.0f, 0.0f, 0.0f, -1.0f, 3.0f, kNaN};
+  clamped.min_ps = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  bad.seeds = clamped.seeds = {1, 2, 3, 4, 5, 6};
+  const GpuRun clamped_run = run_gpu(d, params, clamped, stream());
+  EXPECT_EQ(run_gpu(d, params, bad, stream()).tokens, clamped_run.tokens);
+  // ...and the clamped values reach the kernel: the CPU oracle draws the same.
+  EXPECT_EQ(clamped_run.tokens, run_cpu(h, params, clamped).tokens);
+}
+
+TEST_F(GpuSample, BadArgumentsAreRefusedBeforeAnythingIsWritten) {
+  const HostLogits h = make_logits(DType::f32, 4, 1, 1000, Dist::llm_like);
+  const DeviceLogits d = to_device(h, stream());
+  GuardedOutput tokens(4 * sizeof(int32_t), stream());
+  softk::SamplingParams good;
+  good.top_k = 20;
+  DeviceBuffer workspace(softk::sample_workspace_size(d.view, good));
+  const auto call = [&](const softk::SamplingParams& p, void* ws, std::size_t bytes, int32_t* out) {
+    softk::sample(d.view, p, out, nullptr, ws, bytes, stream());
+  };
+  softk::SamplingParams p = good;
+  p.top_p = 1.5f;
+  EXPECT_TRUE(throws_error_naming([&] { call(p, workspace.get(), workspace.bytes(), tokens.as<int32_t>()); },
+                                  {"params.top_p", "1.5"}));
+  p = good;
+  p.temperature = -1.0f;
+  EXPECT_TRUE(throws_error_naming([&] { call(p, workspace.get(), workspace.bytes(), tokens.as<int32_t>()); },
+                                  {"params.temperature", "-1"}));
+  p = good;
+  p.top_k = 1001;
+  EXPECT_TRUE(throws_error_naming([&] { call(p, workspace.get(), workspace.bytes(), tokens.as<int32_t>()); },
+                                  {"params.top_k", "1001"}));
+  EXPECT_TRUE(throws_error_naming([&] { call(good, workspace.get(), workspace.bytes() - 1, tokens.as<int32_t>()); },
+                                  {"workspace_bytes"}));
+  EXPECT_TRUE(throws_error_naming([&] { call(good, nullptr, workspace.bytes(), tokens.as<int32_t>()); },
+                                  {"workspace", "null"}));
+  EXPECT_TRUE(throws_error_naming([&] { call(good, workspace.get(), workspace.bytes(), nullptr); }, {"tokens", "null"}));
+  EXPECT_TRUE(tokens.untouched(stream())) << "a refused call wrote tokens";
+}
+
+TEST_F(GpuSample, ReplaysInACudaGraph) {
+  const HostLogits h = make_logits(DType::bf16, 16, 1, 32000, Dist::llm_like);
+  const DeviceLogits d = to_device(h, stream());
+  softk::SamplingParams params;
+  params.top_k = 50;
+  params.top_p = 0.9f;
+  params.seed = 9;
+  DeviceBuffer workspace(softk::sample_workspace_size(d.view, params));
+  DeviceBuffer tokens(16 * sizeof(int32_t));
+  softk::sample(d.view, params, tokens.as<int32_t>(), nullptr, workspace.get(), workspace.bytes(), stream());
+  const std::vector<int32_t> eager = download<int32_t>(tokens.get(), 16, stream());
+  SOFTK_TEST_CUDA(cudaMemsetAsync(tokens.get(), 0x7B, tokens.bytes(), stream()));
+  cudaGraph_t graph = nullptr;
+  SOFTK_TEST_CUDA(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeGlobal));
+  softk::sample(d.view, params, tokens.as<int32_t>(), nullptr, workspace.get(), workspace.bytes(), stream());
+  SOFTK_TEST_CUDA(cudaStreamEndCapture(stream(), &graph));
+  cudaGraphExec_t exec = nullptr;
+  SOFTK_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 3; ++replay) {
+    SOFTK_TEST_CUDA(cudaMemsetAsync(tokens.get(), 0x7B, tokens.bytes(), stream()));
+    SOFTK_TEST_CUDA(cudaGraphLaunch(exec, stream()));
+    EXPECT_EQ(download<int32_t>(tokens.get(), 16, stream()), eager) << "replay " << replay;
+  }
+  SOFTK_TEST_CUDA(cudaGraphExecDestroy(exec));
+  SOFTK_TEST_CUDA(cudaGraphDestroy(graph));
+}
+
+// Small shapes for compute-sanitizer (scripts/gpu-check's '*Sanitize*' filter): both kinds of
+// ranking (top_k bounded and the whole row), every bound, a NaN row.
+TEST_F(GpuSample, Sanitize_SmallShapes) {
+  for (int32_t top_k : {0, 8}) {
+    const HostLogits h = make_logits(DType::f16, 5, 1, 777, Dist::nan_row);
+    const DeviceLogits d = to_device(h, stream());
+    softk::SamplingParams params;
+    params.top_k = top_k;
+    params.top_p = 0.7f;
+    params.min_p = 0.01f;
+    const GpuRun gpu = run_gpu(d, params, {}, stream());
+    const GpuRun cpu = run_cpu(h, params, {});
+    EXPECT_EQ(gpu.status, cpu.status);
+    for (std::size_t r = 0; r < gpu.tokens.size(); ++r)
+      if (cpu.tokens[r] < 0) EXPECT_EQ(gpu.tokens[r], -1) << "row " << r;
+  }
+}
+
+}  // namespace
