@@ -130,14 +130,11 @@ void stream_softmax(const LogitsFile& file, Backend& backend, const softk::Softm
 
 /// Streams `file` through backend.topk: for each chunk, in order, calls
 /// sink(first_row, rows, values, indices, status) with [rows, k] values (probabilities, or
-/// log-probs when options.log_probs) and indices, and [rows] RowStatus. As stream_softmax; under
-/// forced split_k a chunk holds at most softk::kMaxSplitKRows rows.
+/// log-probs when options.log_probs) and indices, and [rows] RowStatus. As stream_softmax.
 template <class Sink>
 void stream_topk(const LogitsFile& file, Backend& backend, int32_t k, const softk::TopkOptions& options,
                  int64_t requested_rows, const char* label, Sink&& sink) {
-  int64_t chunk_rows = rows_per_chunk(file.row_bytes() + int64_t{k} * 8 + 4, file.rows(), requested_rows);
-  // A chunk is one call, and forced split-k serves at most kMaxSplitKRows rows a call.
-  if (options.algorithm == softk::TopkAlgorithm::split_k) chunk_rows = std::min(chunk_rows, softk::kMaxSplitKRows);
+  const int64_t chunk_rows = rows_per_chunk(file.row_bytes() + int64_t{k} * 8 + 4, file.rows(), requested_rows);
   std::vector<float> values = chunk_buffer<float>(chunk_rows * k, chunk_rows, "top-k values");
   std::vector<int32_t> indices = chunk_buffer<int32_t>(chunk_rows * k, chunk_rows, "top-k indices");
   std::vector<int32_t> status = chunk_buffer<int32_t>(chunk_rows, chunk_rows, "row status");

@@ -64,10 +64,6 @@ void run_topk(const TopkCommandOptions& options) {
     throw file_error(file.path(), "-k " + std::to_string(options.k) + " is out of range: must be in [1, " +
                                       std::to_string(file.vocab()) + "], the vocabulary size");
   }
-  if (options.algorithm == softk::TopkAlgorithm::split_k && options.common.chunk_rows > softk::kMaxSplitKRows) {
-    throw Error("--chunk-rows " + std::to_string(options.common.chunk_rows) + " is past the " +
-                std::to_string(softk::kMaxSplitKRows) + " rows --algorithm split_k serves a call");
-  }
   const auto k = static_cast<int32_t>(options.k);  // k <= V < 2^31
   const std::unique_ptr<Backend> backend = make_backend(options.common.backend);
   if (options.output_prefix.empty())

@@ -22,6 +22,7 @@ const DeviceInfo& current_device_info() {
     SOFTK_CUDA_CHECK(cudaDeviceGetAttribute(&info.max_shared_memory_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     SOFTK_CUDA_CHECK(cudaDeviceGetAttribute(&info.l2_bytes, cudaDevAttrL2CacheSize, device));
     SOFTK_CUDA_CHECK(cudaDeviceGetAttribute(&info.compute_major, cudaDevAttrComputeCapabilityMajor, device));
+    SOFTK_CUDA_CHECK(cudaDeviceGetAttribute(&info.max_grid_rows, cudaDevAttrMaxGridDimY, device));
     return info;
   });
 }

@@ -13,6 +13,9 @@ struct DeviceInfo {
   int max_shared_memory_per_block;  ///< opt-in limit, bytes
   int l2_bytes;
   int compute_major;  ///< 9 and up: the Hopper-only steps may apply (see sm90_image_loaded)
+  /// A grid's y extent at most (65535 on every GPU so far, where x goes to 2^31 - 1): the grids
+  /// that give each row a grid row go in runs of this many (for_each_grid_row_run).
+  int max_grid_rows;
 };
 
 /// The current device's properties. Throws softk::CudaError when no device is usable.

@@ -12,9 +12,8 @@
 namespace softk {
 namespace {
 
-/// The checks that need no device: a known algorithm, and a forced one that can serve k and
-/// the row count.
-void check_algorithm(const LogitsView& logits, int32_t k, TopkAlgorithm algorithm) {
+/// The checks that need no device: a known algorithm, and a forced one that can serve k.
+void check_algorithm(int32_t k, TopkAlgorithm algorithm) {
   const auto a = static_cast<int32_t>(algorithm);
   SOFTK_REQUIRE(a >= 0 && a <= static_cast<int32_t>(TopkAlgorithm::split_k),
                 "options.algorithm must be a TopkAlgorithm", std::to_string(a));
@@ -23,10 +22,6 @@ void check_algorithm(const LogitsView& logits, int32_t k, TopkAlgorithm algorith
                   std::string("algorithm ") + to_string(algorithm) + " serves k <= " + std::to_string(kMaxFastTopK) +
                       " (use radix_select or auto)",
                   "k=" + std::to_string(k));
-  if (algorithm == TopkAlgorithm::split_k)
-    SOFTK_REQUIRE(logits.rows() <= kMaxSplitKRows,
-                  "algorithm split_k serves at most " + std::to_string(kMaxSplitKRows) + " rows (one grid row each)",
-                  "rows=" + std::to_string(logits.rows()));
 }
 
 /// The algorithm that will run and the workspace it needs. Only a forced fused path is settled
@@ -69,14 +64,14 @@ Plan plan_for(const LogitsView& logits, int32_t k, TopkAlgorithm algorithm) {
 std::size_t topk_workspace_size(const LogitsView& logits, int32_t k, const TopkOptions& options) {
   detail::validate_logits_shape(logits);
   detail::validate_k(logits, k);
-  check_algorithm(logits, k, options.algorithm);
+  check_algorithm(k, options.algorithm);
   return plan_for(logits, k, options.algorithm).workspace_bytes;
 }
 
 void topk(const LogitsView& logits, int32_t k, float* probs, int32_t* indices, const TopkOptions& options,
           void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
   detail::validate_topk_call(logits, k, probs, indices, options);
-  check_algorithm(logits, k, options.algorithm);
+  check_algorithm(k, options.algorithm);
   const Plan plan = plan_for(logits, k, options.algorithm);
   detail::validate_workspace(workspace, workspace_bytes, plan.workspace_bytes);
 

@@ -33,15 +33,13 @@ namespace softk {
 ///                  up to three waves).
 ///                  Otherwise a chunk writes its (m, d) and a list of keys holding its local
 ///                  top-K to the workspace, and a second launch merges them.
-///                  K <= kMaxFastTopK, rows <= kMaxSplitKRows.
+///                  K <= kMaxFastTopK.
 enum class TopkAlgorithm : int32_t { automatic, fused, radix_select, split_k };
 
 const char* to_string(TopkAlgorithm algorithm);
 
 /// The largest K the fused and split-k paths serve; larger K goes to radix_select.
 constexpr int32_t kMaxFastTopK = 1024;
-/// The most rows a forced split_k call serves (a grid row each); `automatic` takes any number.
-constexpr int64_t kMaxSplitKRows = 65535;
 
 struct TopkOptions {
   /// Probabilities are softmax(x / temperature); must be finite and > 0 (and >= 4.3e-39, so

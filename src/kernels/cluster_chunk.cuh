@@ -37,6 +37,7 @@ struct ClusterTopkPlan {
   std::size_t shared_bytes;
   unsigned leader_sort_max;  ///< the most candidates the leader sorts alone (finish_at_leader)
   bool bounded = false;      ///< K > 1 runs topk_cluster_bounded_kernel (cluster_bounded.cuh)
+  int64_t first_row = 0;     ///< the launch's first row (a grid row each: for_each_grid_row_run)
 };
 
 /// A top-k kernel's ClusterShared lies at the start of its dynamic shared memory (past the 48 KB

@@ -11,6 +11,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -34,6 +35,17 @@ struct LaunchContext {
 /// smaller grids, and grids that fill the SMs, gained 1.02-1.25x from the hidden launch.
 inline bool programmatic_launch_pays(int64_t blocks, int64_t crowded_blocks, const DeviceInfo& device) {
   return blocks <= device.sm_count / 2 || blocks > crowded_blocks;
+}
+
+/// For grids that give each row a grid row (blockIdx.y), whose y extent is limited
+/// (device.max_grid_rows): launch_rows(first_row, rows) for each run of at most that many of a
+/// batch's `rows`, in order, so that one op serves any row count. The runs need nothing more to
+/// stay in order: each waits on the stream for the one before it, a programmatic one in its
+/// enter_after_previous_grid().
+template <typename LaunchRows>
+void for_each_grid_row_run(int64_t rows, const DeviceInfo& device, LaunchRows&& launch_rows) {
+  for (int64_t first = 0; first < rows; first += device.max_grid_rows)
+    launch_rows(first, std::min<int64_t>(device.max_grid_rows, rows - first));
 }
 
 /// Whether this device is sm_90+ and runs an image compiled for sm_90+: the condition for the

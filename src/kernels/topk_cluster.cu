@@ -149,7 +149,7 @@ __device__ __forceinline__ EnteredCta<T, kVectors> enter_row_cluster(const TopkP
                                                                      const ClusterTopkPlan& plan) {
   const cg::cluster_group cluster = cg::this_cluster();
   const unsigned rank = cluster.block_rank();
-  const auto row = static_cast<int64_t>(blockIdx.y);
+  const int64_t row = plan.first_row + blockIdx.y;
   const RowSegment<T> chunk = chunk_of_row<T>(problem, plan, row, rank);
   enter_after_previous_grid();
   return {{cluster, rank, rank == 0, row}, hold_chunk<T, kVectors>(chunk)};
@@ -616,22 +616,26 @@ int64_t topk_cluster_waves(int64_t rows, int64_t vocab, DType dtype, int32_t k, 
 void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,
                          SplitSizing sizing) {
   const ClusterTopkPlan plan = cluster_plan_for(problem.rows, problem.vocab, problem.dtype, problem.k, device, sizing);
-  KernelLaunch cluster = cluster_launch(plan.ctas, problem.rows, launch_shared_bytes(plan, problem.k), launch.stream);
-  cluster.programmatic(launch.programmatic);
-  with_input_type(problem.dtype, [&](auto in) {
-    using T = typename decltype(in)::type;
-    with_held_vectors(plan.held_vectors, [&](auto vectors) {
-      constexpr int kVectors = decltype(vectors)::value;
-      if (problem.k > static_cast<int32_t>(kLeaderSortMaxCandidates))
-        cluster(topk_cluster_kernel<T, kVectors, true>, problem, plan);
-      else if constexpr (kVectors == kHeldInShared)
-        cluster(topk_cluster_kernel<T, kVectors, false>, problem, plan);  // K > 1: cluster_plan_for
-      else if (problem.k == 1)
-        cluster(topk_cluster_argmax_kernel<T, kVectors>, problem, plan);
-      else if (plan.bounded)
-        cluster(topk_cluster_bounded_kernel<T, kVectors>, problem, plan);
-      else
-        cluster(topk_cluster_kernel<T, kVectors, false>, problem, plan);
+  for_each_grid_row_run(problem.rows, device, [&](int64_t first_row, int64_t rows) {
+    ClusterTopkPlan run = plan;
+    run.first_row = first_row;
+    KernelLaunch cluster = cluster_launch(plan.ctas, rows, launch_shared_bytes(plan, problem.k), launch.stream);
+    cluster.programmatic(launch.programmatic);
+    with_input_type(problem.dtype, [&](auto in) {
+      using T = typename decltype(in)::type;
+      with_held_vectors(plan.held_vectors, [&](auto vectors) {
+        constexpr int kVectors = decltype(vectors)::value;
+        if (problem.k > static_cast<int32_t>(kLeaderSortMaxCandidates))
+          cluster(topk_cluster_kernel<T, kVectors, true>, problem, run);
+        else if constexpr (kVectors == kHeldInShared)
+          cluster(topk_cluster_kernel<T, kVectors, false>, problem, run);  // K > 1: cluster_plan_for
+        else if (problem.k == 1)
+          cluster(topk_cluster_argmax_kernel<T, kVectors>, problem, run);
+        else if (plan.bounded)
+          cluster(topk_cluster_bounded_kernel<T, kVectors>, problem, run);
+        else
+          cluster(topk_cluster_kernel<T, kVectors, false>, problem, run);
+      });
     });
   });
 }

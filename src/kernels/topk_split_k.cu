@@ -110,6 +110,7 @@ struct SplitTopkPlan {
   bool binned;             ///< chunks list by histogram threshold
   bool by_spans;           ///< chunks list their top-K in one read (block_span_topk.cuh; else: the fused core)
   int64_t list_capacity;   ///< keys per chunk list, kEmptyKey padded
+  int64_t first_row = 0;   ///< the chunk launch's first row (a grid row each: for_each_grid_row_run)
 };
 
 /// The chunking of a row that shares the GPU with batch_rows - 1 others (1 under per-row sizing):
@@ -178,7 +179,7 @@ struct ChunkSlot {
   __device__ __forceinline__ ChunkSlot(const TopkProblem& problem, const SplitTopkPlan& plan,
                                        const SplitTopkWorkspace& w)
       : chunk(nullptr, 0, 0) {
-    const int64_t row = blockIdx.y;
+    const int64_t row = plan.first_row + blockIdx.y;
     const int64_t begin = int64_t{blockIdx.x} * plan.chunk_length;
     const int64_t length = min(plan.chunk_length, problem.vocab - begin);
     chunk = RowSegment<T>(row_pointer<T>(problem.logits, row, problem.row_stride) + begin, begin, length);
@@ -619,7 +620,6 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
   const SplitTopkWorkspace w = carve(problem.rows, plan, workspace);
   if (w.bytes > per_row_plan_bytes(problem.rows, problem.vocab, problem.k, device.sm_count))
     throw std::logic_error("softk: split-k's batch plan outgrew the workspace sized for one row");
-  const dim3 grid(static_cast<unsigned>(plan.chunks), static_cast<unsigned>(problem.rows));
   // The chunk kernel launches programmatically where the caller asks and the chunks are more
   // than one block an SM: its blocks, resident early, start as the previous op's last kernel
   // ends (1 x 1M-16M at K = 1 1.07-1.20x, K = 50 1.04-1.08x, 8 x 1M-4M 1.02-1.13x; H200, one
@@ -629,32 +629,40 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
   // (programmatic_launch_pays), a chunk grid of up to half the SMs does not go early either.
   const int64_t blocks = problem.rows * plan.chunks;
   const LaunchContext chunk_launch{launch.stream, launch.programmatic && !streams_staged(blocks, device)};
-  with_input_type(problem.dtype, [&](auto in) {
-    using T = typename decltype(in)::type;
-    if (plan.binned) {
-      KernelLaunch(grid, kFusedThreads, 0, launch.stream)
-          .programmatic(chunk_launch.programmatic)(topk_split_k_binned_chunk_kernel<T>, problem, plan, w);
-      return;
-    }
-    if (problem.k == 1) {
-      launch_with_stream_stage(topk_split_k_argmax_chunk_kernel<T>, grid, chunk_launch, device, problem, plan, w);
-      return;
-    }
-    if (plan.by_spans) {
-      launch_with_stream_stage_after(kSpanKeyBytes<kFusedThreads>, topk_split_k_span_chunk_kernel<T>, grid,
-                                     chunk_launch, device, problem, plan, w);
-      return;
-    }
-    with_fused_core_shape<FusedRuns::chunks, T>(
-        problem.k, plan.chunk_length, blocks, sizing, device,
-        [&](auto seeds, auto vectors, auto from_vectors, const FusedCoreShape& shape) {
-          const auto kernel = topk_split_k_fused_chunk_kernel<T, decltype(seeds)::value, decltype(vectors)::value,
-                                                              decltype(from_vectors)::value>;
-          launch_with_candidate_list(kernel, grid, chunk_launch, shape, problem, plan, w);
-        });
+  for_each_grid_row_run(problem.rows, device, [&](int64_t first_row, int64_t rows) {
+    SplitTopkPlan run = plan;
+    run.first_row = first_row;
+    const dim3 grid(static_cast<unsigned>(plan.chunks), static_cast<unsigned>(rows));
+    with_input_type(problem.dtype, [&](auto in) {
+      using T = typename decltype(in)::type;
+      if (plan.binned) {
+        KernelLaunch(grid, kFusedThreads, 0, launch.stream)
+            .programmatic(chunk_launch.programmatic)(topk_split_k_binned_chunk_kernel<T>, problem, run, w);
+        return;
+      }
+      if (problem.k == 1) {
+        launch_with_stream_stage(topk_split_k_argmax_chunk_kernel<T>, grid, chunk_launch, device, problem, run, w);
+        return;
+      }
+      if (plan.by_spans) {
+        launch_with_stream_stage_after(kSpanKeyBytes<kFusedThreads>, topk_split_k_span_chunk_kernel<T>, grid,
+                                       chunk_launch, device, problem, run, w);
+        return;
+      }
+      // The core's shape from the whole batch's blocks, so that every run takes the same one.
+      with_fused_core_shape<FusedRuns::chunks, T>(
+          problem.k, plan.chunk_length, blocks, sizing, device,
+          [&](auto seeds, auto vectors, auto from_vectors, const FusedCoreShape& shape) {
+            const auto kernel = topk_split_k_fused_chunk_kernel<T, decltype(seeds)::value, decltype(vectors)::value,
+                                                                decltype(from_vectors)::value>;
+            launch_with_candidate_list(kernel, grid, chunk_launch, shape, problem, run, w);
+          });
+    });
   });
   // The merge goes programmatically whenever the device can (not only when the caller asked):
-  // the chunk kernel is this op's own, and it lets the merge launch at once.
+  // the chunk kernel is this op's own, and it lets the merge launch at once. It takes a row a
+  // block along x, so every row in one grid; after the last chunk run, it waits for that one,
+  // which waited for the one before it.
   const auto merge_kernel =
       problem.k == 1                                ? topk_split_k_argmax_merge_kernel
       : !takes_chunk_maxima_bound(plan, problem.k) ? topk_split_k_merge_kernel<MergeReads::every_list>

@@ -13,7 +13,7 @@ using softk::SoftmaxAlgorithm;
 using softk::detail::choose_softmax_algorithm;
 using softk::detail::warp_rows_pay;
 
-const softk::DeviceInfo kH100{132, 227 * 1024, 50 * 1024 * 1024, 9};
+const softk::DeviceInfo kH100{132, 227 * 1024, 50 * 1024 * 1024, 9, 65535};
 
 TEST(WarpRowsPay, PastOneWaveOfBlocksAtAnyShortRow) {
   EXPECT_FALSE(warp_rows_pay(264, 4096, DType::f32, 50, kH100));

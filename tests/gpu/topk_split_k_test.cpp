@@ -11,15 +11,16 @@
 //   Batch/TopkSplitK     rows 8-32 at V <= 256000, where auto may take narrower clusters, and
 //                        rows 4-24 at V >= 2^20+3 (one 2^22+3), where it takes longer chunks;
 //                        rows 64-128 of 16001-128256, which auto runs in one wave of clusters
-//                        (K = 1: up to three)
+//                        (K = 1: up to three); 65539 short rows, past a grid's 65535
 //   Huge/TopkSplitK      V = 2^24+3 on the inputs that stress the merge, V = 2^26 (K = 50,
 //                        f32 llm_like and bf16 normal; two rows of crowded tied winners, which
 //                        overflow a span chunk's gather), and the merge's bin of the K-th key
 //                        overflowing (heavy tails, ties)
 //   Sanitize/TopkSplitK  34 small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
 //                        through both forms (one cluster a row, two launches)
-// plus TopkSplitKWorkspace (too-small / null workspace) and TopkSplitKDispatch (auto keeps room
-// for split-k when a single row is long). '--gtest_filter=*SplitK*' selects all of it.
+// plus TopkSplitKWorkspace (too-small / null workspace), TopkSplitKDispatch (auto keeps room
+// for split-k when a single row is long) and TopkSplitKGridRuns (batches launched in runs of
+// grid rows). '--gtest_filter=*SplitK*' selects all of it.
 //
 // What split-k adds over block-per-row, and the inputs aimed at it:
 //  - chunk boundaries: all K winners in the first chunk(s) (adversarial with a small stride,
@@ -34,6 +35,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -44,6 +46,8 @@
 #include "common/oracle.hpp"
 #include "common/runners.hpp"
 #include "common/topk_check.hpp"
+#include "device_info.hpp"
+#include "kernels/topk_launch.hpp"
 #include "softk/topk.hpp"
 
 namespace {
@@ -285,6 +289,11 @@ std::vector<TopkCase> batch_cases() {
   add(out, DType::f32, 32000, 128, 1, Dist::nan_row);
   for (Dist d : {Dist::constant, Dist::nan_row, Dist::adversarial_stride})
     add(out, DType::f32, 16001, 96, 16, d);
+  // More rows than a grid's y extent (65535), where split-k gives a row a grid row, so it
+  // launches in runs (for_each_grid_row_run): short rows in clusters of one CTA, in the top-k
+  // kernel and in K = 1's (NaN rows in the second run).
+  add(out, DType::f32, 64, 65539, 5, Dist::llm_like);
+  add(out, DType::bf16, 300, 65539, 1, Dist::nan_row);
   return finish(out, true);
 }
 
@@ -493,6 +502,65 @@ TEST_F(TopkSplitKDispatch, AutoWorkspaceForABatchServesEverySmallerBatch) {
               << dtype_name(dt) << " V=" << V << " K=" << k << ": " << rows << " rows' workspace is short for one";
         }
       }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runs of grid rows. Split-k gives each row a grid row, and a grid holds at most 65535 of them,
+// so a larger batch is launched in runs (for_each_grid_row_run). The two-launch form's chunk
+// kernels take a row each only past 256K tokens, where 65536 rows would not fit a GPU, so here
+// the device's limit is set to 2 rows and a batch of 5 goes in runs of 2, 2 and 1, in every
+// kernel of both forms. Forced split-k gives a row the same bits in any batch, so every row
+// must match one call of the public op, which launches the 5 rows at once; NaN rows (rows 2
+// and 4) sit in the later runs.
+
+class TopkSplitKGridRuns : public GpuTest {};
+
+TEST_F(TopkSplitKGridRuns, RowsLaunchedInRunsMatchOneLaunch) {
+  namespace kernels = softk::kernels;
+  softk::DeviceInfo two_rows_a_grid = softk::current_device_info();
+  two_rows_a_grid.max_grid_rows = 2;
+  struct Form {
+    DType dtype;
+    int64_t vocab;
+    int32_t k;
+    const char* what;
+  };
+  const Form forms[] = {
+      {DType::f32, 32000, 50, "bounded cluster kernel"},
+      {DType::bf16, 128256, 50, "cluster top-k kernel"},
+      {DType::f32, 128256, 1, "cluster K = 1 kernel"},
+      {DType::f32, 128256, 1024, "cluster, sorted in buckets"},
+      {DType::f32, kV1M, 50, "binned chunks"},
+      {DType::f32, kV1M, 1, "K = 1 chunks"},
+      {DType::f32, (int64_t{1} << 22) + 3, 50, "span chunks"},
+      {DType::bf16, (int64_t{1} << 22) + 3, 256, "fused-core chunks"},
+  };
+  constexpr int64_t kRows = 5;
+  for (const Form& f : forms) {
+    SCOPED_TRACE(std::string(f.what) + ": " + dtype_name(f.dtype) + " V=" + std::to_string(f.vocab) +
+                 " K=" + std::to_string(f.k));
+    const HostLogits h = make_logits(f.dtype, kRows, 1, f.vocab, Dist::nan_row);
+    const DeviceLogits d = to_device(h, stream());
+    TopkCall call;
+    call.impl = TopkImpl::split_k;
+    call.k = f.k;
+    const TopkRun expected = run_topk(d.view, call, stream());
+    ASSERT_FALSE(expected.refused) << expected.error;
+
+    TopkBuffers b = make_topk_buffers(d.view, call, stream());
+    const kernels::TopkProblem problem{d.view.data, f.dtype, kRows, f.vocab, f.vocab, f.k,
+                                       static_cast<float>(M_LOG2E), false, b.probs.as<float>(),
+                                       b.indices.as<int32_t>(), b.status.as<int32_t>()};
+    const DeviceBuffer workspace(kernels::topk_split_k_workspace_size(kRows, f.vocab, f.dtype, f.k, two_rows_a_grid,
+                                                                      kernels::SplitSizing::per_row));
+    const kernels::LaunchContext launch{stream(), kernels::sm90_image_loaded(two_rows_a_grid)};
+    kernels::launch_topk_split_k(problem, two_rows_a_grid, workspace.get(), launch, kernels::SplitSizing::per_row);
+    const TopkRun runs = collect_topk(d.view, call, b, stream());
+    EXPECT_EQ(runs.guard_violation, "");
+    EXPECT_EQ(runs.indices, expected.indices);
+    EXPECT_EQ(runs.probs, expected.probs);
+    EXPECT_EQ(runs.status, expected.status);
+  }
 }
 
 }  // namespace

@@ -6,7 +6,6 @@
 #include <sstream>
 
 #include "common/gpu.hpp"
-#include "softk/topk.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -84,12 +83,12 @@ TEST(CliGpu, SoftmaxCudaAgreesWithCpuOnExampleFiles) {
   }
 }
 
-// Forced split-k serves at most softk::kMaxSplitKRows rows a call; the default chunk of short rows
-// holds more (256 MiB of them), so the sampler caps the chunk instead of refusing the file.
-TEST(CliGpu, ForcedSplitKTakesFilesOfMoreRowsThanACallServes) {
+// The default chunk of short rows (256 MiB of them) holds more rows than a grid's y extent
+// (65535), where forced split-k puts a row each: one call over them all, launched in runs.
+TEST(CliGpu, ForcedSplitKTakesFilesOfMoreRowsThanAGridHolds) {
   SOFTK_TEST_REQUIRE_GPU();
   TempDir dir;
-  const int64_t rows = softk::kMaxSplitKRows + 4, vocab = 64;
+  const int64_t rows = 65535 + 4, vocab = 64;
   sampler_test::write_file(dir.file("tall.npy"), sampler_test::npy_file("<f4", {rows, vocab},
                                                                         sampler_test::bytes_of(
                                                                             sampler_test::make_logits(rows, vocab, 7))));

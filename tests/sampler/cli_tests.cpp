@@ -158,15 +158,6 @@ TEST_F(CliTest, TopkNpyOutputsMatchCpuTopk) {
   EXPECT_EQ(dir_.entries(), (std::vector<std::string>{"logits.npy", "top.indices.npy", "top.probs.npy"}));
 }
 
-// A chunk of at most softk::kMaxSplitKRows rows is what forced split-k serves a call (one past it
-// is refused: BadParameters); on the cpu backend the algorithm is ignored, the limit is not.
-TEST_F(CliTest, TopkForcedSplitKTakesChunksOfUpToItsRowLimit) {
-  run_ok({"topk", input(), "-k", "7", "-o", file("top"), "--backend", "cpu", "--algorithm", "split_k", "--chunk-rows",
-          std::to_string(softk::kMaxSplitKRows)});
-  EXPECT_EQ(sampler_test::read_npy<int32_t>(file("top.indices.npy"), "<i4").values,
-            cpu_topk(f32_bytes_, softk::DType::f32, 6, kVocab, 7).indices);
-}
-
 TEST_F(CliTest, TopkOfOneDimensionalInputWithKEqualToV) {
   const std::string row = f32_bytes_.substr(0, kVocab * 4);
   sampler_test::write_file(file("row.npy"), sampler_test::npy_file("<f4", {kVocab}, row));
@@ -550,12 +541,6 @@ TEST_F(CliBadInputTest, BadParameters) {
       {"bad shape text", "", "", {"--shape", "2x3"}, "--shape: expected 1 to 3 positive integers"},
       {"bad dtype", "", "", {"--dtype", "f64"}, "--dtype: expected f32, f16 or bf16 (got 'f64')"},
       {"bad chunk rows", "", "", {"--chunk-rows", "-1"}, "--chunk-rows must be >= 1"},
-      {"split_k chunk rows",
-       "",
-       "",
-       {"--algorithm", "split_k", "--chunk-rows", "65536"},
-       "--chunk-rows 65536 is past the 65535 rows --algorithm split_k serves a call",
-       false},
       {"unknown format", "", "", {"--format", "xml"}, "--format: xml not in", false},
       {"format with -o", "", "", {"--format", "json", "-o", "NEW"}, "excludes", false},
       {"missing vocab", "", "", {"--vocab", "/nonexistent/vocab.txt"}, "/nonexistent/vocab.txt: No such file", false},
