@@ -5,6 +5,8 @@
 //   softmax/<dtype>/<dist>/rows:<R>/V:<V>/<algo>            algo: auto register smem two_pass split_k cub copy
 //   topk/<dtype>/<dist>/rows:<R>/V:<V>/K:<K>/<algo>         algo: auto fused radix_select [split_k] cub unfused copy
 //   (top-k split_k only once softk::TopkAlgorithm has it)
+//   sample/<dtype>/<dist>/rows:<R>/V:<V>/K:<K>/<bounds>   bounds: top_k top_p min_p
+//   (softk::sample at top_k K, alone or with top_p 0.9 or min_p 0.05; K:0 is no top_k bound)
 // Google Benchmark appends /iterations:1/manual_time. End a field with '/' in a filter
 // (rows:1/ does not match rows:128).
 //
@@ -181,7 +183,7 @@ Runtime* g_rt = nullptr;
 // ---------------------------------------------------------------------------------------------
 // Benchmark cases.
 
-enum class Kind { softmax, topk };
+enum class Kind { softmax, topk, sample };
 
 struct Case {
   Kind kind;
@@ -189,7 +191,7 @@ struct Case {
   Dist dist;
   int64_t rows;
   int64_t vocab;
-  int32_t k;         // top-k only
+  int32_t k;         // top-k and sample only
   std::string algo;  // see the file comment
 };
 
@@ -197,10 +199,10 @@ const char* dtype_name(DType d) { return d == DType::f32 ? "f32" : d == DType::f
 int64_t dtype_bytes(DType d) { return d == DType::f32 ? 4 : 2; }
 
 std::string case_name(const Case& c) {
-  std::string n = c.kind == Kind::softmax ? "softmax/" : "topk/";
+  std::string n = c.kind == Kind::softmax ? "softmax/" : c.kind == Kind::topk ? "topk/" : "sample/";
   n += std::string(dtype_name(c.dtype)) + "/" + to_string(c.dist) + "/rows:" + std::to_string(c.rows) +
        "/V:" + std::to_string(c.vocab) + "/";
-  if (c.kind == Kind::topk) n += "K:" + std::to_string(c.k) + "/";
+  if (c.kind != Kind::softmax) n += "K:" + std::to_string(c.k) + "/";
   return n + c.algo;
 }
 
@@ -414,6 +416,54 @@ Op make_topk_op(const Case& c) {
   return op;
 }
 
+/// A sample case's parameters: top_k K (0: none) and the bound its name gives.
+softk::SamplingParams sampling_params(const Case& c) {
+  softk::SamplingParams p;
+  p.top_k = c.k;
+  if (c.algo == "top_p")
+    p.top_p = 0.9f;
+  else if (c.algo == "min_p")
+    p.min_p = 0.05f;
+  else if (c.algo != "top_k")
+    throw std::logic_error("unknown sampling bound " + c.algo);
+  return p;
+}
+
+Op make_sample_op(const Case& c) {
+  Runtime& rt = *g_rt;
+  const int64_t in_bytes = c.rows * c.vocab * dtype_bytes(c.dtype);
+  const int64_t in_slot = round_up(in_bytes, kAlign);
+  const int64_t out_slot = round_up(c.rows * 4, kAlign);  // int32 tokens
+  Op op;
+  op.bytes = double(in_bytes + c.rows * 4);
+  op.slots = rotation_slots(in_slot + out_slot, rt.dev.l2_bytes, int64_t(g_settings.rotation_gib * double(1ll << 30)));
+
+  softk::LogitsView view;
+  view.dtype = c.dtype;
+  view.batch = c.rows;
+  view.steps = 1;
+  view.vocab = c.vocab;
+  view.data = kSizeQueryData;  // the size query looks only at shape and dtype
+  const softk::SamplingParams params = sampling_params(c);
+  const std::size_t ws = softk::sample_workspace_size(view, params);
+  reserve_all({{&rt.input, std::size_t(op.slots * in_slot)},
+               {&rt.output, std::size_t(op.slots * out_slot)},
+               {&rt.work, ws}},
+              {&rt.scratch, &rt.work2});
+  ensure_logits(rt.input, c.dtype, c.dist, c.rows, c.vocab, op.slots, in_slot);
+
+  const char* in = static_cast<const char*>(rt.input.data());
+  char* out = static_cast<char*>(rt.output.data());
+  void* work = ws ? rt.work.data() : nullptr;
+  cudaStream_t stream = rt.stream;
+  op.launch = [=](int64_t s) {
+    softk::LogitsView v = view;
+    v.data = in + s * in_slot;
+    softk::sample(v, params, reinterpret_cast<int32_t*>(out + s * out_slot), nullptr, work, ws, stream);
+  };
+  return op;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Measurement.
 
@@ -540,7 +590,8 @@ void run_case(benchmark::State& state, const Case& c) {
     return;
   }
   try {
-    const Op op = c.kind == Kind::softmax ? make_softmax_op(c) : make_topk_op(c);
+    const Op op = c.kind == Kind::softmax ? make_softmax_op(c) : c.kind == Kind::topk ? make_topk_op(c)
+                                                                                        : make_sample_op(c);
     measure(state, op, name);
   } catch (const softk::Error& e) {  // a forced algorithm rejecting the shape, by contract
     g_rt->timer->release();          // the throw may have come inside a held burst
@@ -647,6 +698,20 @@ void register_topk() {
       }
 }
 
+// Sampling at decode batches: top_k 50 alone and with top_p or min_p (the bound and the draw on
+// top of topk/K:50/auto's ranking at the same shapes), and top_p with no top_k (K:0), which
+// ranks every token of the row.
+void register_sample() {
+  for (DType dt : g_settings.dtypes)
+    for (Dist dist : g_settings.dists)
+      for (int64_t rows : {1, 8, 64, 256})
+        for (int64_t v : {32000, 128256, 256000}) {
+          for (const char* bound : {"top_k", "top_p", "min_p"})
+            register_case(Case{Kind::sample, dt, dist, rows, v, 50, bound});
+          register_case(Case{Kind::sample, dt, dist, rows, v, 0, "top_p"});
+        }
+}
+
 bool listing_only(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -716,6 +781,7 @@ int main(int argc, char** argv) {
   parse_softk_flags(&argc, argv);
   register_softmax();
   register_topk();
+  register_sample();
   const bool listing = listing_only(argc, argv);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
