@@ -2,13 +2,16 @@
 // first ranked_length tokens in the contract's order; the block
 //  1. sums the weights of the row's first top_k of them and finds where min_p cuts them;
 //  2. where top_p < 1, finds the first rank whose running sum reaches top_p of that sum;
-//  3. takes the candidates, the ranks before the tighter cut, as the tokens whose key is at
-//     least the last candidate's, and draws over the whole row in token order: the running sum
-//     of the candidates' weights first passing u x their total.
+//  3. puts the candidates, the ranks before the tighter cut, in token order and draws: the
+//     running sum of their weights first passing u x their total. Up to kSortedCandidates of
+//     them are sorted in shared memory; more (a row bounded by neither top_k nor a short
+//     nucleus) are the tokens whose key is at least the last candidate's, met in a pass over
+//     the whole row.
 // Every sum runs in double and in one fixed order (scan_weights), so a row's token is the same
 // bits in every run and every batch, and each pass sees the same running sums as the pass before
 // it over the same weights. Weights are fp32, exp2((x - max) x log2(e) / T): the ranking's order
 // makes them non-increasing with rank.
+#include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_scan.cuh>
 
 #include <cmath>
@@ -27,6 +30,8 @@ constexpr int kThreads = 256;
 constexpr int kRun = 16;
 constexpr int64_t kTile = int64_t{kThreads} * kRun;
 constexpr unsigned long long kNotFound = ~0ull;
+/// The most candidates put in token order by a sort in shared memory: a tile, kRun a thread.
+constexpr int64_t kSortedCandidates = kTile;
 
 /// A row's parameters: its arrays' entries where given, clamped as sample.hpp says (the scalars
 /// were checked on the host, so there the clamps change nothing).
@@ -132,6 +137,49 @@ __device__ ScanResult scan_weights(int64_t length, const WeightAt& weight_at, co
   return result;
 }
 
+/// The position, in [0, length), of the draw u over weight_at's positions in order: the first
+/// whose running sum passes u x the total, or, where rounding keeps every running sum at or below
+/// that, the last weighted one, as softk::cpu::sample takes. Called by the whole block.
+template <typename WeightAt>
+__device__ int64_t draw_in_order(int64_t length, const WeightAt& weight_at, double u, ScanScratch& s) {
+  const ScanResult all = scan_weights(length, weight_at, [](int64_t, double, float) { return false; }, false, s);
+  const double target = u * all.total;  // u < 1: below the total
+  const ScanResult drawn = scan_weights(
+      length, weight_at, [&](int64_t, double running, float w) { return w > 0.0f && running > target; }, true, s);
+  return static_cast<int64_t>(drawn.first != kNotFound ? drawn.first : all.last_weighted);
+}
+
+/// The draw over a row's first `count` ranks (at most kThreads x kItems), taken in token order:
+/// their tokens radix-sorted in shared memory, a -inf token's -1 (weight 0) as `vocab`, after
+/// every token, so that the sort needs only the bits of vocab.
+template <int kItems, typename T>
+__device__ int32_t draw_among_sorted(const int32_t* ranked, int64_t count, int64_t vocab, const T* logits,
+                                     const Weigher& weigh, double u, ScanScratch& s) {
+  using Sort = cub::BlockRadixSort<uint32_t, kThreads, kItems>;
+  __shared__ union {
+    typename Sort::TempStorage sort;
+    uint32_t tokens[kThreads * kItems];
+  } sorted;
+  uint32_t keys[kItems];
+#pragma unroll
+  for (int e = 0; e < kItems; ++e) {
+    const int64_t rank = int64_t{e} * kThreads + threadIdx.x;  // striped: coalesced reads
+    const int32_t token = rank < count ? ranked[rank] : -1;
+    keys[e] = static_cast<uint32_t>(token < 0 ? vocab : token);
+  }
+  const int end_bit = 64 - __clzll(static_cast<unsigned long long>(vocab));
+  Sort(sorted.sort).Sort(keys, 0, end_bit);
+  __syncthreads();  // the sort's storage is the token array
+#pragma unroll
+  for (int e = 0; e < kItems; ++e) sorted.tokens[threadIdx.x * kItems + e] = keys[e];  // blocked: in order
+  __syncthreads();
+  const auto weight_at = [&](int64_t j) {
+    const uint32_t token = sorted.tokens[j];
+    return token == vocab ? 0.0f : weigh(to_float(logits[token]));
+  };
+  return static_cast<int32_t>(sorted.tokens[draw_in_order(count, weight_at, u, s)]);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads) sample_from_ranked_kernel(SampleProblem problem) {
   __shared__ ScanScratch scratch;
@@ -167,27 +215,27 @@ __global__ void __launch_bounds__(kThreads) sample_from_ranked_kernel(SampleProb
         p.top_k, ranked_weight, [&](int64_t, double running, float) { return running >= nucleus; }, true, scratch);
     if (reaching.first != kNotFound) count = min(count, static_cast<int64_t>(reaching.first) + 1);
   }
-  // 3. The candidates, the ranks before the cut, are the tokens whose key is at least the last
-  // candidate's (where that is a -inf token, -1, the row has fewer finite tokens than
-  // candidates, and every token passes: the -inf ones weigh 0). The draw goes over the row in
-  // token order.
-  const int32_t last = ranked[count - 1];
-  const TopkKey cut = last < 0 ? TopkKey{1} : make_key(to_float(logits[last]), last);
-  const auto candidate_weight = [&](int64_t i) {
-    const float x = to_float(logits[i]);
-    return make_key(x, i) >= cut ? weigh(x) : 0.0f;
-  };
-  const ScanResult candidates =
-      scan_weights(problem.vocab, candidate_weight, [](int64_t, double, float) { return false; }, false, scratch);
-  const double target = detail::sampling_uniform(p.seed, p.offset) * candidates.total;  // u < 1: below the total
-  const ScanResult drawn = scan_weights(
-      problem.vocab, candidate_weight, [&](int64_t, double running, float w) { return w > 0.0f && running > target; },
-      true, scratch);
-  // Nothing found only where rounding kept the running sums at or below the target: the last
-  // weighted candidate then, as softk::cpu::sample takes. (The row's largest logit weighs 1 and
-  // is a candidate, so there is one.)
-  const unsigned long long token = drawn.first != kNotFound ? drawn.first : candidates.last_weighted;
-  if (threadIdx.x == 0) problem.tokens[row] = static_cast<int32_t>(token);
+  // 3. The draw over the candidates, the ranks before the cut, in token order. (The row's
+  // largest logit weighs 1 and is a candidate, so one is weighted.)
+  const double u = detail::sampling_uniform(p.seed, p.offset);
+  int32_t token;
+  if (count <= kThreads) {
+    token = draw_among_sorted<1>(ranked, count, problem.vocab, logits, weigh, u, scratch);
+  } else if (count <= kSortedCandidates) {
+    token = draw_among_sorted<kRun>(ranked, count, problem.vocab, logits, weigh, u, scratch);
+  } else {
+    // Too many to sort here: the candidates are the tokens whose key is at least the last
+    // candidate's (where that is a -inf token, -1, the row has fewer finite tokens than
+    // candidates, and every token passes: the -inf ones weigh 0), met in token order.
+    const int32_t last = ranked[count - 1];
+    const TopkKey cut = last < 0 ? TopkKey{1} : make_key(to_float(logits[last]), last);
+    const auto candidate_weight = [&](int64_t i) {
+      const float x = to_float(logits[i]);
+      return make_key(x, i) >= cut ? weigh(x) : 0.0f;
+    };
+    token = static_cast<int32_t>(draw_in_order(problem.vocab, candidate_weight, u, scratch));
+  }
+  if (threadIdx.x == 0) problem.tokens[row] = token;
 }
 
 }  // namespace

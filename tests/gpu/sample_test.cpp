@@ -117,6 +117,10 @@ const Bounds kBounds[] = {
     {"plain", 1.0f, 0, 1.0f, 0.0f},        {"top_k 50", 0.8f, 50, 1.0f, 0.0f}, {"top_p 0.9", 1.0f, 0, 0.9f, 0.0f},
     {"min_p 0.05", 1.2f, 0, 1.0f, 0.05f},  {"top_k 40 top_p 0.8 min_p 0.01", 0.7f, 40, 0.8f, 0.01f},
     {"greedy", 0.0f, 0, 1.0f, 0.0f},
+    // The draw's three ways to token order (sample_from_ranked.cu): up to 256 candidates sorted a
+    // key a thread, up to 4096 sixteen a thread, more met over the row ("plain" past V = 4096).
+    {"top_k 257", 1.0f, 257, 1.0f, 0.0f},  {"top_k 4096", 1.0f, 4096, 1.0f, 0.0f},
+    {"top_k 4097", 1.0f, 4097, 1.0f, 0.0f},
 };
 
 class GpuSample : public GpuTest {};
@@ -134,7 +138,7 @@ TEST_F(GpuSample, MatchesTheCpuSamplerTokenForToken) {
         const DeviceLogits d = to_device(h, stream());
         softk::SamplingParams params;
         params.temperature = b.temperature;
-        params.top_k = b.top_k;
+        params.top_k = static_cast<int32_t>(std::min<int64_t>(b.top_k, vocab));
         params.top_p = b.top_p;
         params.min_p = b.min_p;
         RowArrays arrays;
@@ -149,8 +153,9 @@ TEST_F(GpuSample, MatchesTheCpuSamplerTokenForToken) {
         for (int64_t r = 0; r < kRows; ++r) {
           if (gpu.tokens[r] == cpu.tokens[r]) continue;
           ++mismatches;
-          const std::vector<double> q = truncated_distribution(row_values(h, r), b.temperature > 0 ? b.temperature : 1.0f,
-                                                               b.temperature > 0 ? b.top_k : 1, b.top_p, b.min_p);
+          const bool greedy = b.temperature == 0.0f;
+          const std::vector<double> q = truncated_distribution(row_values(h, r), greedy ? 1.0f : b.temperature,
+                                                               greedy ? 1 : params.top_k, b.top_p, b.min_p);
           ASSERT_GE(gpu.tokens[r], 0) << "row " << r;
           EXPECT_GT(q[gpu.tokens[r]], 0.0) << "row " << r << ": token " << gpu.tokens[r] << " is no candidate";
         }
@@ -305,7 +310,8 @@ TEST_F(GpuSample, BadArgumentsAreRefusedBeforeAnythingIsWritten) {
                                   {"workspace_bytes"}));
   EXPECT_TRUE(throws_error_naming([&] { call(good, nullptr, workspace.bytes(), tokens.as<int32_t>()); },
                                   {"workspace", "null"}));
-  EXPECT_TRUE(throws_error_naming([&] { call(good, workspace.get(), workspace.bytes(), nullptr); }, {"tokens", "null"}));
+  EXPECT_TRUE(
+      throws_error_naming([&] { call(good, workspace.get(), workspace.bytes(), nullptr); }, {"tokens", "null"}));
   EXPECT_TRUE(tokens.untouched(stream())) << "a refused call wrote tokens";
 }
 
@@ -339,13 +345,20 @@ TEST_F(GpuSample, ReplaysInACudaGraph) {
 // Small shapes for compute-sanitizer (scripts/gpu-check's '*Sanitize*' filter): both kinds of
 // ranking (top_k bounded and the whole row), every bound, a NaN row.
 TEST_F(GpuSample, Sanitize_SmallShapes) {
-  for (int32_t top_k : {0, 8}) {
-    const HostLogits h = make_logits(DType::f16, 5, 1, 777, Dist::nan_row);
+  struct Shape {
+    int64_t vocab;
+    int32_t top_k;
+    float top_p, min_p;
+  };
+  // Candidates sorted a key a thread, sixteen a thread (777 unbounded), and met over the row.
+  for (const Shape& c : {Shape{777, 8, 0.7f, 0.01f}, Shape{777, 0, 1.0f, 0.0f}, Shape{5000, 0, 1.0f, 0.0f}}) {
+    SCOPED_TRACE("V=" + std::to_string(c.vocab) + " top_k " + std::to_string(c.top_k));
+    const HostLogits h = make_logits(DType::f16, 5, 1, c.vocab, Dist::nan_row);
     const DeviceLogits d = to_device(h, stream());
     softk::SamplingParams params;
-    params.top_k = top_k;
-    params.top_p = 0.7f;
-    params.min_p = 0.01f;
+    params.top_k = c.top_k;
+    params.top_p = c.top_p;
+    params.min_p = c.min_p;
     const GpuRun gpu = run_gpu(d, params, {}, stream());
     const GpuRun cpu = run_cpu(h, params, {});
     EXPECT_EQ(gpu.status, cpu.status);
