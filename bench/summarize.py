@@ -12,7 +12,8 @@ over a repetition's bursts), falling back to real_time.
 Sections: context (GPU, copy bandwidth), all results (shape, dtype, dist, algorithm, median us,
 GB/s, % of copy), per shape the best algorithm and how far `auto` is from it (the dispatcher
 check: auto within --tolerance of the best forced algorithm), the crossovers of the best forced
-algorithm along V, the issue targets, and what was skipped. Python 3 standard library only.
+algorithm along V, the issue targets, softk::sample against torch's sampling (sample/ names), and
+what was skipped. Python 3 standard library only.
 """
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ class Dataset:
 def parse_name(run_name: str):
     """'topk/f32/llm/rows:8/V:128256/K:50/fused/iterations:10/manual_time' -> fields, or None."""
     parts = run_name.split("/")
-    if len(parts) < 5 or parts[0] not in ("softmax", "topk"):
+    if len(parts) < 5 or parts[0] not in ("softmax", "topk", "sample"):
         return None
     fields = {"kind": parts[0], "dtype": parts[1], "dist": parts[2], "rows": 0, "vocab": 0, "k": 0, "algo": None}
     for p in parts[3:]:
@@ -100,7 +101,7 @@ def parse_name(run_name: str):
     if fields["algo"] is None:
         return None
     base = "/".join(parts[:3] + [f"rows:{fields['rows']}", f"V:{fields['vocab']}"] +
-                    ([f"K:{fields['k']}"] if fields["kind"] == "topk" else []) + [fields["algo"]])
+                    ([f"K:{fields['k']}"] if fields["kind"] != "softmax" else []) + [fields["algo"]])
     return base, fields
 
 
@@ -410,6 +411,24 @@ def section_host(ds: Dataset, kind, max_rows=16):
             table(["shape", "dtype", "dist", "GPU µs", "host µs", "host / GPU"], rows))
 
 
+def section_sample(ds: Dataset):
+    """softk::sample (algorithm: its bound) against torch_baseline.py's torch_<bound>, per shape."""
+    rows = []
+    for key, algos in group_by_shape(ds, "sample").items():
+        _, dtype, dist, n_rows, vocab, k = key
+        for bound in ("top_k", "top_p", "min_p"):
+            mine, theirs = algos.get(bound), algos.get("torch_" + bound)
+            if mine is None:
+                continue
+            rows.append([f"{n_rows}×{fmt_v(vocab)}", dtype, dist, f"{k}" if k else "none", bound, fmt(mine.us, 2),
+                         fmt(theirs.us, 2) if theirs else "–", f"{theirs.us / mine.us:.2f}×" if theirs else "–"])
+    if not rows:
+        return ""
+    return ("## sample: softk::sample against torch\n\ntop_p 0.9, min_p 0.05, temperature 1; torch: topk or sort, "
+            "softmax, the bound as a mask, an exponential race (bench/torch_baseline.py).\n\n" +
+            table(["shape", "dtype", "dist", "top_k", "bound", "softk µs", "torch µs", "torch / softk"], rows))
+
+
 def section_skipped(ds: Dataset):
     by_msg = defaultdict(list)
     for name, r in ds.results.items():
@@ -425,7 +444,7 @@ def section_skipped(ds: Dataset):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("json", nargs="+", help="Google Benchmark JSON files (softk_bench, torch_baseline.py)")
-    ap.add_argument("--kind", choices=["softmax", "topk"], help="only this op")
+    ap.add_argument("--kind", choices=["softmax", "topk", "sample"], help="only this op")
     ap.add_argument("--filter", help="regex on benchmark names (without the iterations/manual_time suffix)")
     ap.add_argument("--tolerance", type=float, default=0.10, help="dispatcher check: auto within (1+tol)×best")
     ap.add_argument("--no-long", action="store_true", help="omit the one-row-per-algorithm tables")
@@ -436,7 +455,7 @@ def main(argv=None):
     ds = load(args.json, args.filter)
     kinds = [args.kind] if args.kind else ["softmax", "topk"]
     parts = [section_context(ds)]
-    for kind in kinds:
+    for kind in (k for k in kinds if k != "sample"):
         if not args.no_long:
             parts.append(section_all(ds, kind))
         if args.pivot:
@@ -445,6 +464,8 @@ def main(argv=None):
         parts.append(section_crossovers(ds, kind))
         parts.append(section_host(ds, kind))
     parts.append(section_targets(ds, args.tolerance))
+    if args.kind in (None, "sample"):
+        parts.append(section_sample(ds))
     parts.append(section_skipped(ds))
     md = "\n\n".join(p for p in parts if p) + "\n"
     sys.stdout.write(md)

@@ -10,8 +10,14 @@ Rows it writes (same names as softk_bench, algorithm field):
                                                    torch.topk(p, K)  (same contract as softk.topk)
   topk/<dtype>/<dist>/rows:R/V:V/K:K/torch_topk    torch.topk(x, K) on the raw logits: ranking only,
                                                    no probabilities (a lower bound for torch)
+  sample/<dtype>/<dist>/rows:R/V:V/K:K/torch_<bound>  one token a row as softk_bench's sample/.../<bound>
+                                                   (top_k K alone, with top_p 0.9 or min_p 0.05; K:0 no
+                                                   top_k) the usual torch way: torch.topk (K > 0) or
+                                                   torch.sort (top_p with no top_k), softmax, the bound
+                                                   as a mask, then an exponential race (argmax of
+                                                   p / Exp(1)), which needs no host sync
 Counters us / GB/s / pct_copy mean what they mean in softk_bench: bytes = logits read once +
-the contract's output written (fp32 probs [+ int32 indices]), and pct_copy is against a
+the contract's output written (fp32 probs [+ int32 indices]; sample: int32 tokens), and pct_copy is against a
 device-to-device copy measured by this script at start-up, counting read + write bytes.
 
 Method (mirrors softk_bench): inputs are generated on the GPU (never zeros) in L2-rotation
@@ -60,20 +66,33 @@ def topk_shapes():
     return sorted(s)
 
 
+def sample_cases():
+    """(rows, V, K, bound) as softk_bench's register_sample."""
+    s = []
+    for r in (1, 8, 64, 256):
+        for v in (32000, 128256, 256000):
+            s += [(r, v, 50, b) for b in ("top_k", "top_p", "min_p")]
+            s += [(r, v, 0, b) for b in ("top_p", "min_p")]
+    return s
+
+
 def all_cases(dtypes, dists, max_input_gib):
+    """Cases as (kind, dtype, dist, rows, V, K, bound): K 0 for softmax, bound "" but for sample."""
     cases = []
     for dt in dtypes:
         for dist in dists:
             for rows, v in softmax_shapes():
-                cases.append(("softmax", dt, dist, rows, v, 0))
+                cases.append(("softmax", dt, dist, rows, v, 0, ""))
             for rows, v, k in topk_shapes():
                 if k <= v:
-                    cases.append(("topk", dt, dist, rows, v, k))
+                    cases.append(("topk", dt, dist, rows, v, k, ""))
+            for rows, v, k, bound in sample_cases():
+                cases.append(("sample", dt, dist, rows, v, k, bound))
     esize = {"f32": 4, "bf16": 2, "f16": 2}
     return [c for c in cases if c[3] * c[4] * esize[c[1]] <= max_input_gib * 2**30]
 
 
-NAME_RX = re.compile(r"^(softmax|topk)/(\w+)/(\w+)/rows:(\d+)/V:(\d+)/(?:K:(\d+)/)?")
+NAME_RX = re.compile(r"^(softmax|topk|sample)/(\w+)/(\w+)/rows:(\d+)/V:(\d+)/(?:K:(\d+)/)?(top_k|top_p|min_p)?")
 
 
 def cases_from_names(path):
@@ -83,7 +102,9 @@ def cases_from_names(path):
             m = NAME_RX.match(line.strip())
             if not m:
                 continue
-            c = (m[1], m[2], m[3], int(m[4]), int(m[5]), int(m[6] or 0))
+            if (m[1] == "sample") != bool(m[7]):
+                continue
+            c = (m[1], m[2], m[3], int(m[4]), int(m[5]), int(m[6] or 0), m[7] or "")
             if c not in seen:
                 seen.add(c)
                 cases.append(c)
@@ -91,9 +112,27 @@ def cases_from_names(path):
 
 
 def case_name(c, algo):
-    kind, dt, dist, rows, v, k = c
+    kind, dt, dist, rows, v, k, _ = c
     n = f"{kind}/{dt}/{dist}/rows:{rows}/V:{v}/"
-    return n + (f"K:{k}/" if kind == "topk" else "") + algo
+    return n + (f"K:{k}/" if kind != "softmax" else "") + algo
+
+
+def torch_sample(x, k, bound):
+    """One token a row: top_k k (0: none) alone, or with top_p 0.9 or min_p 0.05, at temperature 1."""
+    logits = x.float()
+    if k > 0:
+        logits, order = torch.topk(logits, k, dim=-1)
+    elif bound == "top_p":
+        logits, order = torch.sort(logits, dim=-1, descending=True)
+    else:
+        order = None
+    p = torch.softmax(logits, -1)
+    if bound == "top_p":  # a token is kept while the mass before it is below top_p
+        p = p.masked_fill(p.cumsum(-1) - p >= 0.9, 0.0)
+    elif bound == "min_p":
+        p = p.masked_fill(p < 0.05 * p.amax(-1, keepdim=True), 0.0)
+    choice = (p / torch.empty_like(p).exponential_()).argmax(-1, keepdim=True)
+    return (order.gather(-1, choice) if order is not None else choice).to(torch.int32)
 
 
 # ------------------------------------------------------------------------------------------
@@ -217,7 +256,7 @@ def main(argv=None):
     ap.add_argument("--filter", help="regex on names like topk/f32/llm/rows:8/V:128256/K:50/torch")
     ap.add_argument("--dtypes", default="f32,bf16")
     ap.add_argument("--dists", default="llm,normal")
-    ap.add_argument("--kinds", default="softmax,topk")
+    ap.add_argument("--kinds", default="softmax,topk,sample")
     ap.add_argument("--no-topk-only", action="store_true", help="skip the torch_topk (raw logits) rows")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--iters", type=int, default=10)
@@ -251,14 +290,19 @@ def main(argv=None):
     benchmarks, md_rows = [], []
     cache_key, cache = None, None
     for c in cases:
-        kind, dt, dist, rows, v, k = c
-        algos = ["torch"] if kind == "softmax" else (["torch"] if args.no_topk_only else ["torch", "torch_topk"])
+        kind, dt, dist, rows, v, k, bound = c
+        if kind == "sample":
+            algos = ["torch_" + bound]
+        elif kind == "softmax" or args.no_topk_only:
+            algos = ["torch"]
+        else:
+            algos = ["torch", "torch_topk"]
         algos = [a for a in algos if not rx or rx.search(case_name(c, a))]
         if not algos:
             continue
         esize = 4 if dt == "f32" else 2
         in_bytes = rows * v * esize
-        out_bytes = rows * v * 4 if kind == "softmax" else rows * k * 8
+        out_bytes = rows * v * 4 if kind == "softmax" else rows * k * 8 if kind == "topk" else rows * 4
         slot_bytes = in_bytes + out_bytes
         slots = max(1, min(2 * l2 // slot_bytes + 1, max(int(args.rotation_gib * 2**30) // slot_bytes, 1)))
         key = (dt, dist, rows, v, slots)
@@ -273,6 +317,8 @@ def main(argv=None):
                 name = case_name(c, algo)
                 if kind == "softmax":
                     op = lambda s: torch.softmax(x[s], -1, dtype=torch.float32)
+                elif kind == "sample":
+                    op = lambda s: torch_sample(x[s], k, bound)
                 elif algo == "torch":
                     op = lambda s: torch.topk(torch.softmax(x[s], -1, dtype=torch.float32), k, dim=-1)
                 else:
