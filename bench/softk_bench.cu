@@ -269,13 +269,19 @@ void ensure_logits(DeviceBuffer& buf, DType dtype, Dist dist, int64_t rows, int6
   buf.filled = slots;
 }
 
+/// An op counting `bytes` a launch, its inputs and outputs rotating over slots of `slot_bytes`.
+Op rotating_op(double bytes, int64_t slot_bytes) {
+  Op op;
+  op.bytes = bytes;
+  op.slots = rotation_slots(slot_bytes, g_rt->dev.l2_bytes, int64_t(g_settings.rotation_gib * double(1ll << 30)));
+  return op;
+}
+
 Op make_copy_op(double op_bytes) {
   Runtime& rt = *g_rt;
-  Op op;
-  op.bytes = op_bytes;
   const int64_t x = int64_t(op_bytes / 2);  // read x + write x = the op's traffic
   const int64_t slot = round_up(x, kAlign);
-  op.slots = rotation_slots(2 * slot, rt.dev.l2_bytes, int64_t(g_settings.rotation_gib * double(1ll << 30)));
+  Op op = rotating_op(op_bytes, 2 * slot);
   reserve_all({{&rt.scratch, std::size_t(op.slots * slot)}, {&rt.output, std::size_t(op.slots * slot)}},
               {&rt.input, &rt.work, &rt.work2});
   // Source content: fp32 normal values (never zeros; a memcpy does not look at them).
@@ -289,47 +295,62 @@ Op make_copy_op(double op_bytes) {
   return op;
 }
 
-Op make_softmax_op(const Case& c) {
+/// A case's logits as the size queries see them: shape and dtype (data is a placeholder).
+softk::LogitsView size_query_view(const Case& c) {
+  softk::LogitsView view;
+  view.dtype = c.dtype;
+  view.batch = c.rows;
+  view.steps = 1;
+  view.vocab = c.vocab;
+  view.data = kSizeQueryData;
+  return view;
+}
+
+/// Where an op with one workspace reads and writes: the rotation slots of logits (generated) and
+/// of outputs, reserved with `workspace_bytes` of workspace.
+struct SlotBuffers {
+  const char* in;
+  char* out;
+  void* work;  ///< null where no workspace is needed
+};
+
+SlotBuffers reserve_slots(const Case& c, const Op& op, int64_t in_slot, int64_t out_slot, std::size_t workspace_bytes) {
   Runtime& rt = *g_rt;
+  reserve_all({{&rt.input, std::size_t(op.slots * in_slot)},
+               {&rt.output, std::size_t(op.slots * out_slot)},
+               {&rt.work, workspace_bytes}},
+              {&rt.scratch, &rt.work2});
+  ensure_logits(rt.input, c.dtype, c.dist, c.rows, c.vocab, op.slots, in_slot);
+  return {static_cast<const char*>(rt.input.data()), static_cast<char*>(rt.output.data()),
+          workspace_bytes ? rt.work.data() : nullptr};
+}
+
+Op make_softmax_op(const Case& c) {
   const int64_t in_bytes = c.rows * c.vocab * dtype_bytes(c.dtype);
   const int64_t out_bytes = c.rows * c.vocab * 4;  // fp32 probabilities
   if (c.algo == "copy") return make_copy_op(double(in_bytes + out_bytes));
 
   const int64_t in_slot = round_up(in_bytes, kAlign);
   const int64_t out_slot = round_up(out_bytes, kAlign);
-  Op op;
-  op.bytes = double(in_bytes + out_bytes);
-  op.slots = rotation_slots(in_slot + out_slot, rt.dev.l2_bytes, int64_t(g_settings.rotation_gib * double(1ll << 30)));
+  Op op = rotating_op(double(in_bytes + out_bytes), in_slot + out_slot);
 
-  softk::LogitsView view;
-  view.dtype = c.dtype;
-  view.batch = c.rows;
-  view.steps = 1;
-  view.vocab = c.vocab;
+  const softk::LogitsView view = size_query_view(c);
   softk::SoftmaxOptions opt;
   opt.out_dtype = DType::f32;
   const bool reference = c.algo == "cub";
   if (!reference) opt.algorithm = softmax_algorithm(c.algo);
-  view.data = kSizeQueryData;  // the size query looks only at shape and dtype
   const std::size_t ws = reference ? 0 : softk::softmax_workspace_size(view, opt);
 
-  reserve_all({{&rt.input, std::size_t(op.slots * in_slot)},
-               {&rt.output, std::size_t(op.slots * out_slot)},
-               {&rt.work, ws}},
-              {&rt.scratch, &rt.work2});
-  ensure_logits(rt.input, c.dtype, c.dist, c.rows, c.vocab, op.slots, in_slot);
-
-  const char* in = static_cast<const char*>(rt.input.data());
-  char* out = static_cast<char*>(rt.output.data());
-  void* work = ws ? rt.work.data() : nullptr;
-  cudaStream_t stream = rt.stream;
+  const SlotBuffers buffers = reserve_slots(c, op, in_slot, out_slot, ws);
+  cudaStream_t stream = g_rt->stream;
   op.launch = [=](int64_t s) mutable {
     softk::LogitsView v = view;
-    v.data = in + s * in_slot;
+    v.data = buffers.in + s * in_slot;
+    char* out = buffers.out + s * out_slot;
     if (reference)
-      softk::reference::softmax(v, reinterpret_cast<float*>(out + s * out_slot), opt, stream);
+      softk::reference::softmax(v, reinterpret_cast<float*>(out), opt, stream);
     else
-      softk::softmax(v, out + s * out_slot, opt, work, ws, stream);
+      softk::softmax(v, out, opt, buffers.work, ws, stream);
   };
   return op;
 }
@@ -344,16 +365,9 @@ Op make_topk_op(const Case& c) {
   const int64_t in_slot = round_up(in_bytes, kAlign);
   const int64_t idx_offset = round_up(probs_bytes, kAlign);
   const int64_t out_slot = idx_offset + round_up(probs_bytes, kAlign);
-  Op op;
-  op.bytes = double(in_bytes + out_bytes);
-  op.slots = rotation_slots(in_slot + out_slot, rt.dev.l2_bytes, int64_t(g_settings.rotation_gib * double(1ll << 30)));
+  Op op = rotating_op(double(in_bytes + out_bytes), in_slot + out_slot);
 
-  softk::LogitsView view;
-  view.dtype = c.dtype;
-  view.batch = c.rows;
-  view.steps = 1;
-  view.vocab = c.vocab;
-  view.data = kSizeQueryData;  // the size queries look only at shape and dtype
+  const softk::LogitsView view = size_query_view(c);
   const int32_t k = c.k;
   softk::TopkOptions opt;
   opt.programmatic_launch = g_settings.programmatic;
@@ -430,36 +444,20 @@ softk::SamplingParams sampling_params(const Case& c) {
 }
 
 Op make_sample_op(const Case& c) {
-  Runtime& rt = *g_rt;
   const int64_t in_bytes = c.rows * c.vocab * dtype_bytes(c.dtype);
   const int64_t in_slot = round_up(in_bytes, kAlign);
   const int64_t out_slot = round_up(c.rows * 4, kAlign);  // int32 tokens
-  Op op;
-  op.bytes = double(in_bytes + c.rows * 4);
-  op.slots = rotation_slots(in_slot + out_slot, rt.dev.l2_bytes, int64_t(g_settings.rotation_gib * double(1ll << 30)));
+  Op op = rotating_op(double(in_bytes + c.rows * 4), in_slot + out_slot);
 
-  softk::LogitsView view;
-  view.dtype = c.dtype;
-  view.batch = c.rows;
-  view.steps = 1;
-  view.vocab = c.vocab;
-  view.data = kSizeQueryData;  // the size query looks only at shape and dtype
+  const softk::LogitsView view = size_query_view(c);
   const softk::SamplingParams params = sampling_params(c);
   const std::size_t ws = softk::sample_workspace_size(view, params);
-  reserve_all({{&rt.input, std::size_t(op.slots * in_slot)},
-               {&rt.output, std::size_t(op.slots * out_slot)},
-               {&rt.work, ws}},
-              {&rt.scratch, &rt.work2});
-  ensure_logits(rt.input, c.dtype, c.dist, c.rows, c.vocab, op.slots, in_slot);
-
-  const char* in = static_cast<const char*>(rt.input.data());
-  char* out = static_cast<char*>(rt.output.data());
-  void* work = ws ? rt.work.data() : nullptr;
-  cudaStream_t stream = rt.stream;
+  const SlotBuffers buffers = reserve_slots(c, op, in_slot, out_slot, ws);
+  cudaStream_t stream = g_rt->stream;
   op.launch = [=](int64_t s) {
     softk::LogitsView v = view;
-    v.data = in + s * in_slot;
-    softk::sample(v, params, reinterpret_cast<int32_t*>(out + s * out_slot), nullptr, work, ws, stream);
+    v.data = buffers.in + s * in_slot;
+    softk::sample(v, params, reinterpret_cast<int32_t*>(buffers.out + s * out_slot), nullptr, buffers.work, ws, stream);
   };
   return op;
 }
