@@ -10,7 +10,29 @@
 #include <string>
 #include <vector>
 
+#include "softk/sample.hpp"
+
 namespace softk_test {
+
+/// A named set of sampling bounds, for the tests that sweep them (CPU and GPU alike).
+struct SamplingBounds {
+  const char* name;
+  float temperature;
+  int32_t top_k;
+  float top_p;
+  float min_p;
+
+  /// These bounds as scalar parameters, the top_k at most `largest_top_k` (a row's vocabulary,
+  /// say).
+  softk::SamplingParams params(int64_t largest_top_k) const {
+    softk::SamplingParams p;
+    p.temperature = temperature;
+    p.top_k = static_cast<int32_t>(std::min<int64_t>(top_k, largest_top_k));
+    p.top_p = top_p;
+    p.min_p = min_p;
+    return p;
+  }
+};
 
 /// The exact distribution SamplingParams defines for one finite row, from its definition: the
 /// tokens in the contract's order, the top-k prefix, the top-p prefix of the renormalised top-k

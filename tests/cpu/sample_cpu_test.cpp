@@ -24,6 +24,7 @@
 namespace {
 
 using softk_test::fake_pointer;
+using softk_test::SamplingBounds;
 using softk_test::truncated_distribution;
 using softk_test::throws_error_naming;
 
@@ -114,25 +115,14 @@ TEST(Philox, SamplingUniformIsA24BitFractionOfWordZero) {
 // Each bound alone and all together, at temperatures below, at and above 1.
 TEST(CpuSample, DistributionMatchesTheTruncatedSoftmax) {
   const std::vector<float> row = llm_row(40);
-  struct Case {
-    const char* name;
-    float temperature;
-    int32_t top_k;
-    float top_p;
-    float min_p;
-  };
-  const Case cases[] = {
+  const SamplingBounds cases[] = {
       {"plain", 1.0f, 0, 1.0f, 0.0f},         {"hot", 2.5f, 0, 1.0f, 0.0f},
       {"top_k 5", 0.7f, 5, 1.0f, 0.0f},       {"top_p 0.8", 1.0f, 0, 0.8f, 0.0f},
       {"min_p 0.05", 1.3f, 0, 1.0f, 0.05f},   {"all three", 1.3f, 12, 0.9f, 0.02f},
       {"top_k 1", 1.0f, 1, 1.0f, 0.0f},
   };
-  for (const Case& c : cases) {
-    softk::SamplingParams params;
-    params.temperature = c.temperature;
-    params.top_k = c.top_k;
-    params.top_p = c.top_p;
-    params.min_p = c.min_p;
+  for (const SamplingBounds& c : cases) {
+    softk::SamplingParams params = c.params(static_cast<int64_t>(row.size()));
     params.seed = 20261201;
     expect_distribution(row, params, truncated_distribution(row, c.temperature, c.top_k, c.top_p, c.min_p), c.name);
   }

@@ -105,15 +105,7 @@ GpuRun run_cpu(const HostLogits& h, const softk::SamplingParams& scalars, const 
 /// Row r's logits as fp32 (the dtype's values), for the exact distribution.
 std::vector<float> row_values(const HostLogits& h, int64_t r) { return {h.row(r), h.row(r) + h.vocab}; }
 
-struct Bounds {
-  const char* name;
-  float temperature;
-  int32_t top_k;
-  float top_p;
-  float min_p;
-};
-
-const Bounds kBounds[] = {
+const SamplingBounds kBounds[] = {
     {"plain", 1.0f, 0, 1.0f, 0.0f},        {"top_k 50", 0.8f, 50, 1.0f, 0.0f}, {"top_p 0.9", 1.0f, 0, 0.9f, 0.0f},
     {"min_p 0.05", 1.2f, 0, 1.0f, 0.05f},  {"top_k 40 top_p 0.8 min_p 0.01", 0.7f, 40, 0.8f, 0.01f},
     {"greedy", 0.0f, 0, 1.0f, 0.0f},
@@ -131,16 +123,12 @@ class GpuSample : public GpuTest {};
 TEST_F(GpuSample, MatchesTheCpuSamplerTokenForToken) {
   for (DType dt : {DType::f32, DType::bf16})
     for (int64_t vocab : {1000, 32000, 128256})
-      for (const Bounds& b : kBounds) {
+      for (const SamplingBounds& b : kBounds) {
         SCOPED_TRACE(std::string(dtype_name(dt)) + " V=" + std::to_string(vocab) + " " + b.name);
         constexpr int64_t kRows = 64;
         const HostLogits h = make_logits(dt, kRows, 1, vocab, Dist::llm_like);
         const DeviceLogits d = to_device(h, stream());
-        softk::SamplingParams params;
-        params.temperature = b.temperature;
-        params.top_k = static_cast<int32_t>(std::min<int64_t>(b.top_k, vocab));
-        params.top_p = b.top_p;
-        params.min_p = b.min_p;
+        const softk::SamplingParams params = b.params(vocab);
         RowArrays arrays;
         for (int64_t r = 0; r < kRows; ++r) {
           arrays.seeds.push_back(1000 + static_cast<uint64_t>(r));
@@ -175,13 +163,9 @@ TEST_F(GpuSample, DistributionMatchesTheTruncatedSoftmax) {
   RowArrays arrays;
   arrays.offsets.resize(kDraws);
   std::iota(arrays.offsets.begin(), arrays.offsets.end(), uint64_t{0});
-  for (const Bounds& b : kBounds) {
+  for (const SamplingBounds& b : kBounds) {
     if (b.temperature == 0.0f) continue;
-    softk::SamplingParams params;
-    params.temperature = b.temperature;
-    params.top_k = std::min(b.top_k, 12);  // the row has 40 tokens
-    params.top_p = b.top_p;
-    params.min_p = b.min_p;
+    softk::SamplingParams params = b.params(12);  // the row has 40 tokens
     params.seed = 77;
     const GpuRun gpu = run_gpu(d, params, arrays, stream());
     EXPECT_EQ(distribution_mismatch(gpu.tokens,
@@ -362,8 +346,11 @@ TEST_F(GpuSample, Sanitize_SmallShapes) {
     const GpuRun gpu = run_gpu(d, params, {}, stream());
     const GpuRun cpu = run_cpu(h, params, {});
     EXPECT_EQ(gpu.status, cpu.status);
-    for (std::size_t r = 0; r < gpu.tokens.size(); ++r)
-      if (cpu.tokens[r] < 0) EXPECT_EQ(gpu.tokens[r], -1) << "row " << r;
+    for (std::size_t r = 0; r < gpu.tokens.size(); ++r) {
+      if (cpu.tokens[r] < 0) {
+        EXPECT_EQ(gpu.tokens[r], -1) << "row " << r;
+      }
+    }
   }
 }
 
