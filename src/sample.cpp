@@ -61,9 +61,11 @@ void sample(const LogitsView& logits, const SamplingParams& params, int32_t* tok
   if (row_status != nullptr) detail::validate_aligned(row_status, "row_status", sizeof(int32_t));
   detail::validate_sampling_params(params, logits.rows(), logits.vocab, /*per_row_on_host=*/false);
   const int32_t k = ranked_length(logits, params);
-  detail::validate_workspace(workspace, workspace_bytes, carve(logits, k, nullptr).bytes);
-
+  // One carve sizes and places the arrays (the carver's offsets do not depend on the base), so
+  // the ranking is sized once here, not twice; nothing is read through them before the check.
   const SampleWorkspace w = carve(logits, k, workspace);
+  detail::validate_workspace(workspace, workspace_bytes, w.bytes);
+
   int32_t* status = row_status != nullptr ? row_status : w.status;
   topk(logits, k, w.probabilities, w.ranked, ranking_options(status), w.topk, w.topk_bytes, stream);
   kernels::launch_sample_from_ranked({logits.data, logits.dtype, logits.rows(), logits.vocab, logits.stride(),
