@@ -51,23 +51,28 @@ struct SamplingParams {
 };
 
 /// The workspace softk::sample needs for `logits` under `params` (sized once for the largest
-/// shape serves any smaller batch of the same V and bound). Throws softk::Error on bad scalars.
+/// shape serves any smaller batch of the same V, top_k and per-row form: with `top_ks` or
+/// without). Throws softk::Error on bad scalars.
 std::size_t sample_workspace_size(const LogitsView& logits, const SamplingParams& params);
 
 /// One token a row into `tokens` ([rows] int32) as SamplingParams defines it, on the device:
 /// the logits, `tokens`, `row_status` (nullable: each row's RowStatus) and params' arrays are
 /// device memory. Stream-ordered, no allocation and no host synchronisation (graph-capturable).
 ///
-/// How: softk::topk ranks each row's first `top_k` tokens (the vocabulary where top_k is 0:
-/// slower, a full ranking), and one block a row bounds that list by the row's own top_k, top_p
-/// and min_p and draws. With `top_ks`, the scalar top_k bounds every row's value (0: none).
+/// How: where a top_k bounds the rows (`top_ks`, or a scalar below V), softk::topk ranks each
+/// row's first `top_k` tokens, and one block a row bounds that list by the row's own top_k, top_p
+/// and min_p and draws. With `top_ks`, the scalar top_k bounds every row's value (0: none, and
+/// the whole row is ranked: slower). Where none does, nothing is ranked: one block a row finds
+/// the top_p nucleus from histograms of the row's weights by logit, a few passes over the row.
 /// The host cannot read device arrays, so per-row values are not checked there; out of range,
 /// a row takes: a temperature that is not finite, below 0 or below 4.3e-39 but not 0: greedy;
 /// a top_k outside [0, the bound]: the bound; a top_p outside (0, 1]: 1; a min_p outside
 /// [0, 1]: 0.
 ///
-/// The weights are fp32, where softk::cpu::sample's are double: the two draw the same token
-/// except where u falls within rounding of a boundary between two candidates.
+/// The weights are fp32, where softk::cpu::sample's are double (and the nucleus kernel's masses
+/// fixed-point, to 2^-63 of the row's): the two draw the same token except where u falls within
+/// rounding of a boundary between two candidates, or a row's running mass within rounding of
+/// top_p or a weight of min_p.
 void sample(const LogitsView& logits, const SamplingParams& params, int32_t* tokens, int32_t* row_status,
             void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
 

@@ -1,5 +1,6 @@
-// Host-side entry point of the sampling kernel (sample_from_ranked.cu). Plain C++: src/sample.cpp
-// ranks the rows with softk::topk, then calls this.
+// Host-side entry points of the sampling kernels. Plain C++: src/sample.cpp ranks the rows with
+// softk::topk and calls launch_sample_from_ranked (sample_from_ranked.cu), or, where no top_k
+// bounds the rows, calls launch_sample_nucleus (sample_nucleus.cu) on the logits alone.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -18,11 +19,14 @@ struct SampleProblem {
   int64_t row_stride;      ///< elements
   const int32_t* ranked;   ///< [rows, ranked_length]: each row's first tokens in the contract's order
   int32_t ranked_length;   ///< the bound on every row's top_k
-  const int32_t* status;   ///< [rows] RowStatus, from the ranking
+  int32_t* status;         ///< [rows] RowStatus: the ranking's (read), or the nucleus kernel's (written)
   SamplingParams params;   ///< its arrays in device memory
   int32_t* tokens;         ///< [rows]
 };
 
 void launch_sample_from_ranked(const SampleProblem& problem, cudaStream_t stream);
+
+/// `ranked` unused: the nucleus kernel finds each row's status, cut and token from its logits.
+void launch_sample_nucleus(const SampleProblem& problem, cudaStream_t stream);
 
 }  // namespace softk::kernels

@@ -4,7 +4,9 @@
 //    fp32 and bf16, scalar and per-row parameters (the two may differ only where u falls within
 //    fp32 rounding of a boundary, so a few mismatches are allowed, each a CPU candidate);
 //  - a chi-square test over 10^5 draws of one row (offsets 0 .. 10^5 - 1);
-//  - NaN and masked rows, -inf and +inf tokens, greedy, top_k = 0 (the whole row ranked);
+//  - NaN and masked rows, -inf and +inf tokens, greedy;
+//  - both kernels: top_k bounds (ranked by softk::topk) and none (the nucleus kernel's
+//    histograms: ties at its cut, rows of 2^20 + 3 tokens), and per-row top_ks under no bound;
 //  - determinism: the same bits twice, and a row's token the same alone and inside a batch;
 //  - per-row values out of range take sample.hpp's clamps; bad scalars, a short workspace and
 //    null tokens are refused before anything is written; a CUDA graph replays the op.
@@ -109,13 +111,18 @@ const SamplingBounds kBounds[] = {
     {"plain", 1.0f, 0, 1.0f, 0.0f},        {"top_k 50", 0.8f, 50, 1.0f, 0.0f}, {"top_p 0.9", 1.0f, 0, 0.9f, 0.0f},
     {"min_p 0.05", 1.2f, 0, 1.0f, 0.05f},  {"top_k 40 top_p 0.8 min_p 0.01", 0.7f, 40, 0.8f, 0.01f},
     {"greedy", 0.0f, 0, 1.0f, 0.0f},
-    // The draw's three ways to token order (sample_from_ranked.cu): up to 256 candidates sorted a
-    // key a thread, up to 4096 sixteen a thread, more met over the row ("plain" past V = 4096).
+    // The ranked draw's three ways to token order (sample_from_ranked.cu): up to 256 candidates
+    // sorted a key a thread, up to 4096 sixteen a thread, more met over the row (top_k 4097; at
+    // V = 1000 these are top_k = V, which takes the nucleus kernel).
     {"top_k 257", 1.0f, 257, 1.0f, 0.0f},  {"top_k 4096", 1.0f, 4096, 1.0f, 0.0f},
     {"top_k 4097", 1.0f, 4097, 1.0f, 0.0f},
 };
 
-class GpuSample : public GpuTest {};
+class GpuSample : public GpuTest {
+ protected:
+  void expect_repeatable_and_independent(bool ranked);
+  void expect_graph_replays(int32_t top_k);
+};
 
 // Many rows, one draw each, every row at its own seed and offset: the GPU's token is the CPU's,
 // but where u lies within fp32 rounding of a boundary; there it is still one of the CPU's
@@ -184,7 +191,9 @@ TEST_F(GpuSample, NonFiniteRowsAndTokens) {
     if (r == 2) x[100] = kNaN;
   });
   const DeviceLogits d = to_device(h, stream());
-  for (int32_t top_k : {0, 50}) {
+  // The nucleus kernel, then ranked lists short of the row and of 299 tokens (-1 for the -inf
+  // ones among them, sorted sixteen a thread).
+  for (int32_t top_k : {0, 50, 299}) {
     std::vector<int64_t> hits(600, 0);
     for (uint64_t offset = 0; offset < 400; ++offset) {
       softk::SamplingParams params;
@@ -202,25 +211,42 @@ TEST_F(GpuSample, NonFiniteRowsAndTokens) {
     EXPECT_GT(hits[17], 50) << "top_k " << top_k;  // p = 1 / (1 + e) = 0.27
     EXPECT_GT(hits[305], 150) << "top_k " << top_k;
     EXPECT_GT(hits[590], 150) << "top_k " << top_k;
+    // top_p 0.5: token 250 alone (0.73 of row 0), and the first of the two +inf tokens.
+    softk::SamplingParams nucleus;
+    nucleus.top_k = top_k;
+    nucleus.top_p = 0.5f;
+    for (uint64_t offset = 0; offset < 50; ++offset) {
+      nucleus.offset = offset;
+      const GpuRun gpu = run_gpu(d, nucleus, {}, stream());
+      ASSERT_EQ(gpu.tokens, (std::vector<int32_t>{250, 5, -1, -1})) << "top_k " << top_k << " offset " << offset;
+    }
   }
 }
 
-// The same bits twice, and row r's token the same alone as inside a batch of other rows.
+// The same bits twice, and row r's token the same alone as inside a batch of other rows, from
+// both kernels: per-row top_ks (ranked), and none (the nucleus kernel).
 TEST_F(GpuSample, ARowsTokenIsRepeatableAndIgnoresTheRowsAroundIt) {
+  for (bool ranked : {true, false}) {
+    SCOPED_TRACE(ranked ? "ranked" : "nucleus");
+    expect_repeatable_and_independent(ranked);
+  }
+}
+
+void GpuSample::expect_repeatable_and_independent(bool ranked) {
   constexpr int64_t kRows = 48;
   const HostLogits h = make_logits(DType::bf16, kRows, 1, 50257, Dist::llm_like);
   const DeviceLogits d = to_device(h, stream());
   RowArrays arrays;
   for (int64_t r = 0; r < kRows; ++r) {
     arrays.temperatures.push_back(0.5f + 0.05f * static_cast<float>(r));
-    arrays.top_ks.push_back(static_cast<int32_t>(1 + r * 5));
+    if (ranked) arrays.top_ks.push_back(static_cast<int32_t>(1 + r * 5));
     arrays.top_ps.push_back(r % 3 == 0 ? 1.0f : 0.85f);
     arrays.min_ps.push_back(r % 4 == 0 ? 0.02f : 0.0f);
     arrays.seeds.push_back(42 + static_cast<uint64_t>(r));
     arrays.offsets.push_back(static_cast<uint64_t>(r));
   }
   softk::SamplingParams params;
-  params.top_k = 256;  // bounds every row's top_ks
+  params.top_k = ranked ? 256 : 0;  // 256 bounds every row's top_ks
   const GpuRun first = run_gpu(d, params, arrays, stream());
   EXPECT_EQ(run_gpu(d, params, arrays, stream()).tokens, first.tokens);
   // Every per-row parameter reaches its row: the CPU oracle draws the same tokens (but where u
@@ -235,7 +261,7 @@ TEST_F(GpuSample, ARowsTokenIsRepeatableAndIgnoresTheRowsAroundIt) {
     });
     RowArrays alone;
     alone.temperatures = {arrays.temperatures[r]};
-    alone.top_ks = {arrays.top_ks[r]};
+    if (ranked) alone.top_ks = {arrays.top_ks[r]};
     alone.top_ps = {arrays.top_ps[r]};
     alone.min_ps = {arrays.min_ps[r]};
     alone.seeds = {arrays.seeds[r]};
@@ -247,25 +273,33 @@ TEST_F(GpuSample, ARowsTokenIsRepeatableAndIgnoresTheRowsAroundIt) {
 // Per-row values the host cannot check take sample.hpp's clamps: the same tokens as the values
 // they clamp to.
 TEST_F(GpuSample, OutOfRangePerRowValuesAreClamped) {
-  constexpr int64_t kRows = 6;
+  constexpr int64_t kRows = 7;  // rows 0-5 clamped; row 6 in range, with a top_p cut
   const HostLogits h = make_logits(DType::f32, kRows, 1, 4096, Dist::llm_like);
   const DeviceLogits d = to_device(h, stream());
   softk::SamplingParams params;
   params.top_k = 100;
   RowArrays bad, clamped;
-  bad.temperatures = {-1.0f, kNaN, 1e-40f, 1.0f, 1.0f, 1.0f};
-  clamped.temperatures = {0.0f, 0.0f, 0.0f, 1.0f, 1.0f, 1.0f};
-  bad.top_ks = {5, 5, 5, -3, 1000, 7};
-  clamped.top_ks = {5, 5, 5, 100, 100, 7};
-  bad.top_ps = {1.0f, 1.0f, 1.0f, 2.0f, kNaN, 0.0f};
-  clamped.top_ps = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
-  bad.min_ps = {0.0f, 0.0f, 0.0f, -1.0f, 3.0f, kNaN};
-  clamped.min_ps = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  bad.seeds = clamped.seeds = {1, 2, 3, 4, 5, 6};
-  const GpuRun clamped_run = run_gpu(d, params, clamped, stream());
-  EXPECT_EQ(run_gpu(d, params, bad, stream()).tokens, clamped_run.tokens);
-  // ...and the clamped values reach the kernel: the CPU oracle draws the same.
-  EXPECT_EQ(clamped_run.tokens, run_cpu(h, params, clamped).tokens);
+  const auto expect_clamped = [&](const char* kernel) {
+    const GpuRun clamped_run = run_gpu(d, params, clamped, stream());
+    EXPECT_EQ(run_gpu(d, params, bad, stream()).tokens, clamped_run.tokens) << kernel;
+    // ...and the clamped values reach the kernel: the CPU oracle draws the same.
+    EXPECT_EQ(clamped_run.tokens, run_cpu(h, params, clamped).tokens) << kernel;
+  };
+  bad.temperatures = {-1.0f, kNaN, 1e-40f, 1.0f, 1.0f, 1.0f, 1.0f};
+  clamped.temperatures = {0.0f, 0.0f, 0.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+  bad.top_ks = {5, 5, 5, -3, 1000, 7, 60};
+  clamped.top_ks = {5, 5, 5, 100, 100, 7, 60};
+  bad.top_ps = {1.0f, 1.0f, 1.0f, 2.0f, kNaN, 0.0f, 0.6f};
+  clamped.top_ps = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 0.6f};
+  bad.min_ps = {0.0f, 0.0f, 0.0f, -1.0f, 3.0f, kNaN, 0.01f};
+  clamped.min_ps = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.01f};
+  bad.seeds = clamped.seeds = {1, 2, 3, 4, 5, 6, 7};
+  expect_clamped("ranked");
+  // No top_k at all: the nucleus kernel clamps the same way.
+  params.top_k = 0;
+  bad.top_ks.clear();
+  clamped.top_ks.clear();
+  expect_clamped("nucleus");
 }
 
 TEST_F(GpuSample, BadArgumentsAreRefusedBeforeAnythingIsWritten) {
@@ -300,10 +334,17 @@ TEST_F(GpuSample, BadArgumentsAreRefusedBeforeAnythingIsWritten) {
 }
 
 TEST_F(GpuSample, ReplaysInACudaGraph) {
+  for (int32_t top_k : {50, 0}) {
+    SCOPED_TRACE("top_k " + std::to_string(top_k));
+    expect_graph_replays(top_k);
+  }
+}
+
+void GpuSample::expect_graph_replays(int32_t top_k) {
   const HostLogits h = make_logits(DType::bf16, 16, 1, 32000, Dist::llm_like);
   const DeviceLogits d = to_device(h, stream());
   softk::SamplingParams params;
-  params.top_k = 50;
+  params.top_k = top_k;
   params.top_p = 0.9f;
   params.seed = 9;
   DeviceBuffer workspace(softk::sample_workspace_size(d.view, params));
@@ -326,16 +367,92 @@ TEST_F(GpuSample, ReplaysInACudaGraph) {
   SOFTK_TEST_CUDA(cudaGraphDestroy(graph));
 }
 
-// Small shapes for compute-sanitizer (scripts/gpu-check's '*Sanitize*' filter): both kinds of
-// ranking (top_k bounded and the whole row), every bound, a NaN row.
+// Where no top_k bounds the rows, the nucleus kernel finds the cut by mass. Tokens tied at the cut
+// are kept in token order up to the one that reaches top_p: five tokens at 3 among 995 at 0 weigh
+// 20.09 each of 1095.4, so top_p 0.05 keeps the first three of the five (0.055; two reach only
+// 0.037). A row of one logit repeated keeps its first quarter at top_p 0.25 (exactly 0.25), and
+// so does a row of zeros of both signs, which tie.
+TEST_F(GpuSample, TiesAtTheNucleusCutKeepTheSmallerIndices) {
+  const int32_t tied[] = {7, 100, 400, 401, 999};
+  const HostLogits h = make_logits_with(DType::f32, 3, 1, 1000, [&](int64_t r, float* x) {
+    for (int i = 0; i < 1000; ++i) x[i] = r == 0 ? 0.0f : r == 1 ? 1.5f : i % 3 == 0 ? -0.0f : 0.0f;
+    if (r == 0)
+      for (int32_t t : tied) x[t] = 3.0f;
+  });
+  const DeviceLogits d = to_device(h, stream());
+  RowArrays arrays;
+  arrays.top_ps = {0.05f, 0.25f, 0.25f};
+  std::vector<int64_t> hits(1000, 0);
+  int32_t largest_drawn = 0;
+  for (uint64_t offset = 0; offset < 2000; ++offset) {
+    softk::SamplingParams params;
+    params.offset = offset;
+    const GpuRun gpu = run_gpu(d, params, arrays, stream());
+    ASSERT_EQ(gpu.tokens, run_cpu(h, params, arrays).tokens) << "offset " << offset;
+    ++hits[gpu.tokens[0]];
+    largest_drawn = std::max({largest_drawn, gpu.tokens[1], gpu.tokens[2]});
+  }
+  EXPECT_GT(hits[7], 500);
+  EXPECT_GT(hits[100], 500);
+  EXPECT_GT(hits[400], 500);
+  EXPECT_EQ(hits[7] + hits[100] + hits[400], 2000) << "a token past the cut was drawn";
+  EXPECT_GE(largest_drawn, 240);
+  EXPECT_LT(largest_drawn, 250) << "the quarter of 1000 tied tokens is tokens 0-249";
+}
+
+// The nucleus kernel's fixed-point masses on rows of 2^20 + 3 tokens (weights x 2^42), every bound
+// and per-row temperatures: the CPU's tokens, but where u lies within rounding of a boundary.
+TEST_F(GpuSample, TheNucleusOfALongRowMatchesTheCpu) {
+  constexpr int64_t kRows = 8;
+  constexpr int64_t kVocab = (int64_t{1} << 20) + 3;
+  const HostLogits h = make_logits(DType::bf16, kRows, 1, kVocab, Dist::llm_like);
+  const DeviceLogits d = to_device(h, stream());
+  RowArrays arrays;
+  for (int64_t r = 0; r < kRows; ++r) {
+    arrays.temperatures.push_back(0.6f + 0.2f * static_cast<float>(r));
+    arrays.top_ps.push_back(r % 2 == 0 ? 0.95f : 0.5f);
+    arrays.min_ps.push_back(r % 4 == 1 ? 0.001f : 0.0f);
+    arrays.seeds.push_back(5 + static_cast<uint64_t>(r));
+  }
+  int mismatches = 0;
+  for (uint64_t offset = 0; offset < 8; ++offset) {
+    softk::SamplingParams params;
+    params.offset = offset;
+    const GpuRun gpu = run_gpu(d, params, arrays, stream());
+    const GpuRun cpu = run_cpu(h, params, arrays);
+    EXPECT_EQ(gpu.status, cpu.status);
+    for (int64_t r = 0; r < kRows; ++r) mismatches += gpu.tokens[r] != cpu.tokens[r];
+  }
+  EXPECT_LE(mismatches, 1) << mismatches << " of " << 8 * kRows << " draws differ from the CPU's";
+}
+
+// Per-row top_ks under a scalar top_k of 0 rank the whole row (a row's 0 is then the vocabulary).
+TEST_F(GpuSample, PerRowTopKsWithNoScalarBoundRankTheWholeRow) {
+  constexpr int64_t kRows = 6;
+  const HostLogits h = make_logits(DType::f32, kRows, 1, 1000, Dist::llm_like);
+  const DeviceLogits d = to_device(h, stream());
+  RowArrays arrays;
+  arrays.top_ks = {0, 1, 5, 999, 1000, 37};
+  arrays.top_ps = {0.9f, 1.0f, 1.0f, 0.99f, 1.0f, 0.5f};
+  softk::SamplingParams params;
+  for (uint64_t offset = 0; offset < 20; ++offset) {
+    params.offset = offset;
+    EXPECT_EQ(run_gpu(d, params, arrays, stream()).tokens, run_cpu(h, params, arrays).tokens) << "offset " << offset;
+  }
+}
+
+// Small shapes for compute-sanitizer (scripts/gpu-check's '*Sanitize*' filter): both kernels, each
+// way to the draw, every bound, a NaN row.
 TEST_F(GpuSample, Sanitize_SmallShapes) {
   struct Shape {
     int64_t vocab;
     int32_t top_k;
     float top_p, min_p;
   };
-  // Candidates sorted a key a thread, sixteen a thread (777 unbounded), and met over the row.
-  for (const Shape& c : {Shape{777, 8, 0.7f, 0.01f}, Shape{777, 0, 1.0f, 0.0f}, Shape{5000, 0, 1.0f, 0.0f}}) {
+  // Ranked: candidates sorted a key a thread, sixteen a thread, and met over the row. The nucleus
+  // kernel: with a cut by mass and min_p, and with none.
+  for (const Shape& c : {Shape{777, 8, 0.7f, 0.01f}, Shape{777, 777, 1.0f, 0.0f}, Shape{5000, 5000, 1.0f, 0.0f},
+                         Shape{777, 0, 0.7f, 0.01f}, Shape{5000, 0, 1.0f, 0.0f}}) {
     SCOPED_TRACE("V=" + std::to_string(c.vocab) + " top_k " + std::to_string(c.top_k));
     const HostLogits h = make_logits(DType::f16, 5, 1, c.vocab, Dist::nan_row);
     const DeviceLogits d = to_device(h, stream());
@@ -352,6 +469,13 @@ TEST_F(GpuSample, Sanitize_SmallShapes) {
       }
     }
   }
+  // The nucleus kernel's count of tied tokens: a cut inside a row of one logit.
+  const HostLogits flat =
+      make_logits_with(DType::f16, 2, 1, 777, [](int64_t, float* x) { std::fill(x, x + 777, 0.5f); });
+  softk::SamplingParams half;
+  half.top_p = 0.5f;
+  const GpuRun gpu = run_gpu(to_device(flat, stream()), half, {}, stream());
+  EXPECT_EQ(gpu.tokens, run_cpu(flat, half, {}).tokens);
 }
 
 }  // namespace
