@@ -7,10 +7,14 @@
 //     them are sorted in shared memory; more (a row bounded by neither top_k nor a short
 //     nucleus) are the tokens whose key is at least the last candidate's, met in a pass over
 //     the whole row.
-// Every sum runs in double and in one fixed order (scan_weights, sample_draw.cuh), so a row's
-// token is the same bits in every run and every batch, and each pass sees the same running sums
-// as the pass before it over the same weights. Weights are fp32, exp2((x - max) x log2(e) / T):
-// the ranking's order makes them non-increasing with rank.
+// A list of at most kThreads ranks (top_k <= 256, the common case) takes all three steps with a
+// rank a thread in registers (draw_from_short_list): a count over the block for each cut, one
+// block scan for each sum, and the candidates sorted by token with their weights, so the list
+// and its logits are read once, where the general steps read them again at every pass.
+// Every sum runs in double and in one fixed order (scan_weights, sample_draw.cuh, or a block
+// scan), so a row's token is the same bits in every run and every batch, and each step sees the
+// same running sums as the one before it over the same weights. Weights are fp32, exp2((x - max)
+// x log2(e) / T): the ranking's order makes them non-increasing with rank.
 #include <cub/block/block_radix_sort.cuh>
 
 #include "cuda_check.hpp"
@@ -56,6 +60,58 @@ __device__ int32_t draw_among_sorted(const int32_t* ranked, int64_t count, int64
   return static_cast<int32_t>(sorted.tokens[draw_in_order(count, weight_at, u, s)]);
 }
 
+struct ShortListScratch {
+  union {
+    typename cub::BlockScan<double, kThreads>::TempStorage scan;
+    typename cub::BlockRadixSort<uint32_t, kThreads, 1, float>::TempStorage sort;
+  };
+  int last_weighted;
+  uint32_t chosen;
+};
+
+/// The three steps over a list of at most kThreads ranks (top_k of them), rank r in thread r.
+/// Where rounding keeps every running sum at or below the draw's target, the last weighted
+/// candidate, as draw_in_order takes. Called by the whole block; every thread returns the token.
+template <typename T>
+__device__ int32_t draw_from_short_list(const int32_t* ranked, const T* logits, int64_t vocab, const RowSampling& p,
+                                        const Weigher& weigh, double u, ShortListScratch& s) {
+  const int rank = static_cast<int>(threadIdx.x);
+  const bool kept = rank < p.top_k;
+  const int32_t token = kept ? ranked[rank] : -1;  // -1 also for a -inf token (topk.hpp): weight 0
+  float w = token < 0 ? 0.0f : weigh(to_float(logits[token]));
+  // 1. min_p: the weights fall with rank, so the ranks at or above min_p of the first's (1) are
+  // a prefix, the first among them.
+  int count = __syncthreads_count(kept && w >= p.min_p);
+  // 2. top_p: the first rank whose running sum reaches top_p of the kept sum; none (rounding)
+  // leaves no cut.
+  if (p.top_p < 1.0f) {
+    double running = 0.0, total = 0.0;
+    cub::BlockScan<double, kThreads>(s.scan).InclusiveSum(static_cast<double>(w), running, total);
+    const double nucleus = static_cast<double>(p.top_p) * total;
+    count = min(count, __syncthreads_count(kept && running < nucleus) + 1);
+  }
+  // 3. The candidates in token order, a -inf token and the ranks past the cut last (as vocab).
+  if (rank >= count) w = 0.0f;
+  uint32_t key[1] = {static_cast<uint32_t>(rank < count && token >= 0 ? token : vocab)};
+  float weight[1] = {w};
+  __syncthreads();  // the scan's storage is the sort's
+  cub::BlockRadixSort<uint32_t, kThreads, 1, float>(s.sort).Sort(key, weight, 0,
+                                                                 64 - __clzll(static_cast<unsigned long long>(vocab)));
+  __syncthreads();  // the sort's storage is the scan's
+  double running = 0.0, total = 0.0;
+  cub::BlockScan<double, kThreads>(s.scan).InclusiveSum(static_cast<double>(weight[0]), running, total);
+  const double target = u * total;  // u < 1: below the total, which the first rank's weight 1 is in
+  // Running sums only grow: the draw is the first position past the target, after every one at
+  // or below it.
+  if (threadIdx.x == 0) s.last_weighted = -1;
+  const int drawn = __syncthreads_count(running <= target);  // also the barrier after the reset
+  if (weight[0] > 0.0f) atomicMax(&s.last_weighted, rank);
+  __syncthreads();
+  if (rank == (drawn < kThreads ? drawn : s.last_weighted)) s.chosen = key[0];
+  __syncthreads();
+  return static_cast<int32_t>(s.chosen);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads) sample_from_ranked_kernel(SampleProblem problem) {
   __shared__ ScanScratch scratch;
@@ -72,6 +128,13 @@ __global__ void __launch_bounds__(kThreads) sample_from_ranked_kernel(SampleProb
     return;
   }
   const Weigher weigh{to_float(logits[ranked[0]]), p.k_exp};
+  const double u = detail::sampling_uniform(p.seed, p.offset);
+  if (problem.ranked_length <= kThreads) {  // block-uniform
+    __shared__ ShortListScratch short_list;
+    const int32_t token = draw_from_short_list(ranked, logits, problem.vocab, p, weigh, u, short_list);
+    if (threadIdx.x == 0) problem.tokens[row] = token;
+    return;
+  }
   // A -inf token ranks as -1 (topk.hpp), after every other: weight 0.
   const auto ranked_weight = [&](int64_t rank) {
     const int32_t token = ranked[rank];
@@ -93,7 +156,6 @@ __global__ void __launch_bounds__(kThreads) sample_from_ranked_kernel(SampleProb
   }
   // 3. The draw over the candidates, the ranks before the cut, in token order. (The row's
   // largest logit weighs 1 and is a candidate, so one is weighted.)
-  const double u = detail::sampling_uniform(p.seed, p.offset);
   int32_t token;
   if (count <= kThreads) {
     token = draw_among_sorted<1>(ranked, count, problem.vocab, logits, weigh, u, scratch);
