@@ -65,13 +65,18 @@ struct ShortListScratch {
     typename cub::BlockScan<double, kThreads>::TempStorage scan;
     typename cub::BlockRadixSort<uint32_t, kThreads, 1, float>::TempStorage sort;
   };
+  int first_reaching;  ///< the first rank whose running sum reaches top_p's share, or kThreads
+  int first_drawn;     ///< the first weighted position past the draw's target, or kThreads
   int last_weighted;
   uint32_t chosen;
 };
 
 /// The three steps over a list of at most kThreads ranks (top_k of them), rank r in thread r.
-/// Where rounding keeps every running sum at or below the draw's target, the last weighted
-/// candidate, as draw_in_order takes. Called by the whole block; every thread returns the token.
+/// Each cut and the draw take the first position that passes, by atomicMin, as the general steps
+/// do: not a count of those before it, as the block scan's running sums, added in a different
+/// grouping in each lane, need not grow by one ulp everywhere. Where rounding keeps every running
+/// sum at or below the draw's target, the last weighted candidate, as draw_in_order takes.
+/// Called by the whole block; every thread returns the token.
 template <typename T>
 __device__ int32_t draw_from_short_list(const int32_t* ranked, const T* logits, int64_t vocab, const RowSampling& p,
                                         const Weigher& weigh, double u, ShortListScratch& s) {
@@ -79,16 +84,22 @@ __device__ int32_t draw_from_short_list(const int32_t* ranked, const T* logits, 
   const bool kept = rank < p.top_k;
   const int32_t token = kept ? ranked[rank] : -1;  // -1 also for a -inf token (topk.hpp): weight 0
   float w = token < 0 ? 0.0f : weigh(to_float(logits[token]));
+  if (rank == 0) {
+    s.first_reaching = kThreads;
+    s.first_drawn = kThreads;
+    s.last_weighted = -1;
+  }
   // 1. min_p: the weights fall with rank, so the ranks at or above min_p of the first's (1) are
-  // a prefix, the first among them.
+  // a prefix, the first among them. (The count's barrier also orders the resets above.)
   int count = __syncthreads_count(kept && w >= p.min_p);
   // 2. top_p: the first rank whose running sum reaches top_p of the kept sum; none (rounding)
   // leaves no cut.
   if (p.top_p < 1.0f) {
     double running = 0.0, total = 0.0;
     cub::BlockScan<double, kThreads>(s.scan).InclusiveSum(static_cast<double>(w), running, total);
-    const double nucleus = static_cast<double>(p.top_p) * total;
-    count = min(count, __syncthreads_count(kept && running < nucleus) + 1);
+    if (kept && running >= static_cast<double>(p.top_p) * total) atomicMin(&s.first_reaching, rank);
+    __syncthreads();
+    if (s.first_reaching < kThreads) count = min(count, s.first_reaching + 1);
   }
   // 3. The candidates in token order, a -inf token and the ranks past the cut last (as vocab).
   if (rank >= count) w = 0.0f;
@@ -101,13 +112,12 @@ __device__ int32_t draw_from_short_list(const int32_t* ranked, const T* logits, 
   double running = 0.0, total = 0.0;
   cub::BlockScan<double, kThreads>(s.scan).InclusiveSum(static_cast<double>(weight[0]), running, total);
   const double target = u * total;  // u < 1: below the total, which the first rank's weight 1 is in
-  // Running sums only grow: the draw is the first position past the target, after every one at
-  // or below it.
-  if (threadIdx.x == 0) s.last_weighted = -1;
-  const int drawn = __syncthreads_count(running <= target);  // also the barrier after the reset
-  if (weight[0] > 0.0f) atomicMax(&s.last_weighted, rank);
+  if (weight[0] > 0.0f) {
+    if (running > target) atomicMin(&s.first_drawn, rank);
+    atomicMax(&s.last_weighted, rank);
+  }
   __syncthreads();
-  if (rank == (drawn < kThreads ? drawn : s.last_weighted)) s.chosen = key[0];
+  if (rank == (s.first_drawn < kThreads ? s.first_drawn : s.last_weighted)) s.chosen = key[0];
   __syncthreads();
   return static_cast<int32_t>(s.chosen);
 }

@@ -116,6 +116,8 @@ const SamplingBounds kBounds[] = {
     // V = 1000 these are top_k = V, which takes the nucleus kernel).
     {"top_k 257", 1.0f, 257, 1.0f, 0.0f},  {"top_k 4096", 1.0f, 4096, 1.0f, 0.0f},
     {"top_k 4097", 1.0f, 4097, 1.0f, 0.0f},
+    // A ranked list of at most 256, a rank a thread: min_p alone, and every rank a candidate.
+    {"top_k 200 min_p 0.05", 1.0f, 200, 1.0f, 0.05f}, {"top_k 256 top_p 0.95", 1.3f, 256, 0.95f, 0.0f},
 };
 
 class GpuSample : public GpuTest {
@@ -367,12 +369,14 @@ void GpuSample::expect_graph_replays(int32_t top_k) {
   SOFTK_TEST_CUDA(cudaGraphDestroy(graph));
 }
 
-// Where no top_k bounds the rows, the nucleus kernel finds the cut by mass. Tokens tied at the cut
-// are kept in token order up to the one that reaches top_p: five tokens at 3 among 995 at 0 weigh
-// 20.09 each of 1095.4, so top_p 0.05 keeps the first three of the five (0.055; two reach only
-// 0.037). A row of one logit repeated keeps its first quarter at top_p 0.25 (exactly 0.25), and
-// so does a row of zeros of both signs, which tie.
-TEST_F(GpuSample, TiesAtTheNucleusCutKeepTheSmallerIndices) {
+// Tokens tied at a top_p cut are kept in token order up to the one that reaches top_p, by the
+// nucleus kernel (no top_k) and by the ranked list (top_k 200, a rank a thread). Row 0: five
+// tokens at 3 among 995 at 0 weigh 20.09 each; of the row's 1095.4, top_p 0.05 keeps the first
+// three of the five (0.055; two reach only 0.037); of the top 200's 295.4 (the five and the
+// first 195 zeros), top_p 0.2 does (0.204; two 0.136). A row of one logit repeated, and a row of
+// zeros of both signs, which tie, keep their first quarter at top_p 0.25 (exactly 0.25): 250 of
+// 1000 tokens, or 50 of the top 200.
+TEST_F(GpuSample, TiesAtATopPCutKeepTheSmallerIndices) {
   const int32_t tied[] = {7, 100, 400, 401, 999};
   const HostLogits h = make_logits_with(DType::f32, 3, 1, 1000, [&](int64_t r, float* x) {
     for (int i = 0; i < 1000; ++i) x[i] = r == 0 ? 0.0f : r == 1 ? 1.5f : i % 3 == 0 ? -0.0f : 0.0f;
@@ -380,24 +384,33 @@ TEST_F(GpuSample, TiesAtTheNucleusCutKeepTheSmallerIndices) {
       for (int32_t t : tied) x[t] = 3.0f;
   });
   const DeviceLogits d = to_device(h, stream());
-  RowArrays arrays;
-  arrays.top_ps = {0.05f, 0.25f, 0.25f};
-  std::vector<int64_t> hits(1000, 0);
-  int32_t largest_drawn = 0;
-  for (uint64_t offset = 0; offset < 2000; ++offset) {
-    softk::SamplingParams params;
-    params.offset = offset;
-    const GpuRun gpu = run_gpu(d, params, arrays, stream());
-    ASSERT_EQ(gpu.tokens, run_cpu(h, params, arrays).tokens) << "offset " << offset;
-    ++hits[gpu.tokens[0]];
-    largest_drawn = std::max({largest_drawn, gpu.tokens[1], gpu.tokens[2]});
+  struct Cut {
+    int32_t top_k;
+    float top_p_of_row_0;
+    int32_t flat_kept;
+  };
+  for (const Cut& c : {Cut{0, 0.05f, 250}, Cut{200, 0.2f, 50}}) {
+    SCOPED_TRACE("top_k " + std::to_string(c.top_k));
+    RowArrays arrays;
+    arrays.top_ps = {c.top_p_of_row_0, 0.25f, 0.25f};
+    std::vector<int64_t> hits(1000, 0);
+    int32_t largest_drawn = 0;
+    for (uint64_t offset = 0; offset < 2000; ++offset) {
+      softk::SamplingParams params;
+      params.top_k = c.top_k;
+      params.offset = offset;
+      const GpuRun gpu = run_gpu(d, params, arrays, stream());
+      ASSERT_EQ(gpu.tokens, run_cpu(h, params, arrays).tokens) << "offset " << offset;
+      ++hits[gpu.tokens[0]];
+      largest_drawn = std::max({largest_drawn, gpu.tokens[1], gpu.tokens[2]});
+    }
+    EXPECT_GT(hits[7], 500);
+    EXPECT_GT(hits[100], 500);
+    EXPECT_GT(hits[400], 500);
+    EXPECT_EQ(hits[7] + hits[100] + hits[400], 2000) << "a token past the cut was drawn";
+    EXPECT_GE(largest_drawn, c.flat_kept - 10);
+    EXPECT_LT(largest_drawn, c.flat_kept) << "a tied token past the first " << c.flat_kept << " was drawn";
   }
-  EXPECT_GT(hits[7], 500);
-  EXPECT_GT(hits[100], 500);
-  EXPECT_GT(hits[400], 500);
-  EXPECT_EQ(hits[7] + hits[100] + hits[400], 2000) << "a token past the cut was drawn";
-  EXPECT_GE(largest_drawn, 240);
-  EXPECT_LT(largest_drawn, 250) << "the quarter of 1000 tied tokens is tokens 0-249";
 }
 
 // The nucleus kernel's fixed-point masses on rows of 2^20 + 3 tokens (weights x 2^42), every bound
@@ -426,18 +439,52 @@ TEST_F(GpuSample, TheNucleusOfALongRowMatchesTheCpu) {
   EXPECT_LE(mismatches, 1) << mismatches << " of " << 8 * kRows << " draws differ from the CPU's";
 }
 
-// Per-row top_ks under a scalar top_k of 0 rank the whole row (a row's 0 is then the vocabulary).
+// Per-row top_ks under a scalar top_k of 0 rank the whole row (a row's 0 is then the vocabulary):
+// past 256 tokens by the general steps, at V = 200 a rank a thread.
 TEST_F(GpuSample, PerRowTopKsWithNoScalarBoundRankTheWholeRow) {
   constexpr int64_t kRows = 6;
-  const HostLogits h = make_logits(DType::f32, kRows, 1, 1000, Dist::llm_like);
+  for (int32_t vocab : {1000, 200}) {
+    SCOPED_TRACE("V=" + std::to_string(vocab));
+    const HostLogits h = make_logits(DType::f32, kRows, 1, vocab, Dist::llm_like);
+    const DeviceLogits d = to_device(h, stream());
+    RowArrays arrays;
+    arrays.top_ks = {0, 1, 5, vocab - 1, vocab, 37};
+    arrays.top_ps = {0.9f, 1.0f, 1.0f, 0.99f, 1.0f, 0.5f};
+    arrays.min_ps = {0.0f, 0.0f, 0.0f, 0.0f, 0.01f, 0.0f};
+    softk::SamplingParams params;
+    for (uint64_t offset = 0; offset < 20; ++offset) {
+      params.offset = offset;
+      EXPECT_EQ(run_gpu(d, params, arrays, stream()).tokens, run_cpu(h, params, arrays).tokens) << "offset " << offset;
+    }
+  }
+}
+
+// The two ways through a ranked list agree: a scalar top_k of k (a rank a thread) and per-row
+// top_ks of k under a scalar bound of 300 (the general steps, the list past 256), but where u
+// or a running sum lies within rounding of a boundary (their sums add in different orders).
+TEST_F(GpuSample, AShortListDrawsAsTheGeneralSteps) {
+  constexpr int64_t kRows = 64;
+  const HostLogits h = make_logits(DType::bf16, kRows, 1, 32000, Dist::llm_like);
   const DeviceLogits d = to_device(h, stream());
-  RowArrays arrays;
-  arrays.top_ks = {0, 1, 5, 999, 1000, 37};
-  arrays.top_ps = {0.9f, 1.0f, 1.0f, 0.99f, 1.0f, 0.5f};
-  softk::SamplingParams params;
-  for (uint64_t offset = 0; offset < 20; ++offset) {
-    params.offset = offset;
-    EXPECT_EQ(run_gpu(d, params, arrays, stream()).tokens, run_cpu(h, params, arrays).tokens) << "offset " << offset;
+  for (int32_t k : {1, 50, 256}) {
+    SCOPED_TRACE("top_k " + std::to_string(k));
+    RowArrays general;
+    general.top_ks.assign(kRows, k);
+    for (int64_t r = 0; r < kRows; ++r) {
+      general.top_ps.push_back(r % 2 == 0 ? 0.8f : 1.0f);
+      general.min_ps.push_back(r % 3 == 0 ? 0.02f : 0.0f);
+      general.offsets.push_back(static_cast<uint64_t>(r) * 3);
+    }
+    RowArrays short_list = general;
+    short_list.top_ks.clear();
+    softk::SamplingParams scalar_k, bound;
+    scalar_k.top_k = k;
+    bound.top_k = 300;
+    const GpuRun a = run_gpu(d, scalar_k, short_list, stream());
+    const GpuRun b = run_gpu(d, bound, general, stream());
+    int mismatches = 0;
+    for (int64_t r = 0; r < kRows; ++r) mismatches += a.tokens[r] != b.tokens[r];
+    EXPECT_LE(mismatches, 1) << mismatches << " of " << kRows << " rows differ";
   }
 }
 
@@ -449,10 +496,11 @@ TEST_F(GpuSample, Sanitize_SmallShapes) {
     int32_t top_k;
     float top_p, min_p;
   };
-  // Ranked: candidates sorted a key a thread, sixteen a thread, and met over the row. The nucleus
-  // kernel: with a cut by mass and min_p, and with none.
-  for (const Shape& c : {Shape{777, 8, 0.7f, 0.01f}, Shape{777, 777, 1.0f, 0.0f}, Shape{5000, 5000, 1.0f, 0.0f},
-                         Shape{777, 0, 0.7f, 0.01f}, Shape{5000, 0, 1.0f, 0.0f}}) {
+  // Ranked: a short list (a rank a thread) with cuts and without; the general steps (777 tokens
+  // ranked: sixteen a thread; 5000: met over the row). The nucleus kernel: with a cut by mass and
+  // min_p, and with none.
+  for (const Shape& c : {Shape{777, 8, 0.7f, 0.01f}, Shape{777, 8, 1.0f, 0.0f}, Shape{777, 776, 1.0f, 0.0f},
+                         Shape{5000, 4999, 1.0f, 0.0f}, Shape{777, 0, 0.7f, 0.01f}, Shape{5000, 0, 1.0f, 0.0f}}) {
     SCOPED_TRACE("V=" + std::to_string(c.vocab) + " top_k " + std::to_string(c.top_k));
     const HostLogits h = make_logits(DType::f16, 5, 1, c.vocab, Dist::nan_row);
     const DeviceLogits d = to_device(h, stream());
