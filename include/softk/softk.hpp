@@ -5,6 +5,7 @@
 #include "softk/cpu.hpp"
 #include "softk/reference.hpp"
 #include "softk/sample.hpp"
+#include "softk/sampler.hpp"
 #include "softk/softmax.hpp"
 #include "softk/topk.hpp"
 #include "softk/types.hpp"

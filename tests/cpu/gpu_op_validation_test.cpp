@@ -14,6 +14,7 @@
 #include "common/bad_arguments.hpp"
 #include "softk/reference.hpp"
 #include "softk/sample.hpp"
+#include "softk/sampler.hpp"
 #include "softk/softmax.hpp"
 #include "softk/topk.hpp"
 
@@ -339,3 +340,28 @@ TEST(GpuOpValidation, WorkspaceQueriesNeedNoLogitsPointer) {
   EXPECT_EQ(softk::topk_workspace_size(v, 50, topk_options), 0u);
 }
 
+
+// softk::Sampler checks its limits before it sizes or allocates anything.
+TEST(GpuOpValidation, SamplerRejectsBadLimits) {
+  softk::SamplerLimits good;
+  good.vocab = 1000;
+  good.max_rows = 8;
+  good.max_k = 50;
+  struct Case {
+    const char* name;
+    void (*mutate)(softk::SamplerLimits&);
+    std::vector<std::string> needles;
+  };
+  const Case cases[] = {
+      {"vocab 0", [](softk::SamplerLimits& l) { l.vocab = 0; }, {"limits.vocab", "0"}},
+      {"vocab 2^31", [](softk::SamplerLimits& l) { l.vocab = int64_t{1} << 31; }, {"limits.vocab", "2147483648"}},
+      {"max_rows 0", [](softk::SamplerLimits& l) { l.max_rows = 0; }, {"limits.max_rows", "0"}},
+      {"max_k 0", [](softk::SamplerLimits& l) { l.max_k = 0; }, {"limits.max_k", "0"}},
+      {"max_k past vocab", [](softk::SamplerLimits& l) { l.max_k = 1001; }, {"limits.max_k", "1001"}},
+  };
+  for (const Case& c : cases) {
+    softk::SamplerLimits limits = good;
+    c.mutate(limits);
+    EXPECT_TRUE(throws_error_naming([&] { softk::Sampler sampler(limits); }, c.needles)) << c.name;
+  }
+}
