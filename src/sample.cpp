@@ -68,11 +68,7 @@ std::size_t sample_workspace_size(const LogitsView& logits, const SamplingParams
 
 void sample(const LogitsView& logits, const SamplingParams& params, int32_t* tokens, int32_t* row_status,
             void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
-  detail::validate_logits(logits);
-  detail::validate_not_null(tokens, "tokens");
-  detail::validate_aligned(tokens, "tokens", sizeof(int32_t));
-  if (row_status != nullptr) detail::validate_aligned(row_status, "row_status", sizeof(int32_t));
-  detail::validate_sampling_params(params, logits.rows(), logits.vocab, /*per_row_on_host=*/false);
+  detail::validate_sample_call(logits, params, tokens, row_status);
   // One carve sizes and places the arrays (the carver's offsets do not depend on the base), so
   // the ranking is sized once here, not twice; nothing is read through them before the check.
   const SampleWorkspace w = carve(logits, params, workspace);

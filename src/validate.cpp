@@ -147,4 +147,13 @@ void validate_sampling_params(const SamplingParams& params, int64_t rows, int64_
   }
 }
 
+void validate_sample_call(const LogitsView& logits, const SamplingParams& params, const int32_t* tokens,
+                          const int32_t* row_status) {
+  validate_logits(logits);
+  validate_not_null(tokens, "tokens");
+  validate_aligned(tokens, "tokens", sizeof(int32_t));
+  if (row_status != nullptr) validate_aligned(row_status, "row_status", sizeof(int32_t));
+  validate_sampling_params(params, logits.rows(), logits.vocab, /*per_row_on_host=*/false);
+}
+
 }  // namespace softk::detail

@@ -54,4 +54,9 @@ void validate_topk_call(const LogitsView& logits, int32_t k, const float* probs,
 /// before it launches). A bad per-row value is named with its row: "params.top_ps[3]".
 void validate_sampling_params(const SamplingParams& params, int64_t rows, int64_t vocab, bool per_row_on_host);
 
+/// A device sampling call (softk::sample, softk::reference::sample): the logits, `tokens`
+/// (non-null), `row_status` (nullable) aligned, and the scalar parameters.
+void validate_sample_call(const LogitsView& logits, const SamplingParams& params, const int32_t* tokens,
+                          const int32_t* row_status);
+
 }  // namespace softk::detail

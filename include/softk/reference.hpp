@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "softk/sample.hpp"
 #include "softk/softmax.hpp"
 #include "softk/topk.hpp"
 
@@ -20,5 +21,17 @@ std::size_t topk_workspace_size(const LogitsView& logits, int32_t k);
 /// ascending index order. options.algorithm is ignored.
 void topk(const LogitsView& logits, int32_t k, float* probs, int32_t* indices, const TopkOptions& options,
           void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
+
+/// What softk::sample takes on the device (per-row values clamped as sample.hpp says), for
+/// rows * vocab < 2^31.
+std::size_t sample_workspace_size(const LogitsView& logits, const SamplingParams& params);
+
+/// softk::sample's tokens by softk::cpu::sample's steps: every row ranked whole by
+/// reference::topk, then one thread a row in double, one token at a time (weights, cuts, the draw
+/// in token order). Draws softk::cpu::sample's token but where u or a cut lies within rounding
+/// of a boundary (its sums add the same weights, some in rank order where the CPU's add them in
+/// token order).
+void sample(const LogitsView& logits, const SamplingParams& params, int32_t* tokens, int32_t* row_status,
+            void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
 
 }  // namespace softk::reference

@@ -23,7 +23,8 @@ constexpr unsigned long long kNotFound = ~0ull;
 /// A row's parameters: its arrays' entries where given, clamped as sample.hpp says (the scalars
 /// were checked on the host, so there the clamps change nothing).
 struct RowSampling {
-  float k_exp;  ///< log2(e) / temperature; 0: greedy
+  float temperature;  ///< 0: greedy
+  float k_exp;        ///< log2(e) / temperature; 0: greedy
   int32_t top_k;
   float top_p;
   float min_p;
@@ -35,7 +36,9 @@ __device__ inline RowSampling row_sampling(const SamplingParams& p, int64_t row,
   RowSampling s;
   const float t = p.temperatures ? p.temperatures[row] : p.temperature;
   const float k_exp = static_cast<float>(M_LOG2E) / t;
-  s.k_exp = t > 0.0f && isfinite(k_exp) ? k_exp : 0.0f;  // false for NaN, infinite and subnormal t
+  const bool draws = t > 0.0f && isfinite(t) && isfinite(k_exp);  // false for NaN, infinite, subnormal t
+  s.temperature = draws ? t : 0.0f;
+  s.k_exp = draws ? k_exp : 0.0f;
   const int32_t k = p.top_ks ? p.top_ks[row] : p.top_k;
   s.top_k = k >= 1 && k <= bound ? k : bound;
   const float top_p = p.top_ps ? p.top_ps[row] : p.top_p;

@@ -306,23 +306,36 @@ TEST(GpuOpValidation, SampleRejectsBadArguments) {
   cases[4] = {"top_k -1", {}, {"params.top_k", "-1"}};
   cases[4].params.top_k = -1;
   int32_t* tokens = fake_indices();
-  for (const Case& c : cases) {
+  using SampleOp = void (*)(const softk::LogitsView&, const softk::SamplingParams&, int32_t*, int32_t*, void*,
+                            std::size_t, cudaStream_t);
+  using SizeQuery = std::size_t (*)(const softk::LogitsView&, const softk::SamplingParams&);
+  struct Op {
+    const char* name;
+    SampleOp sample;
+    SizeQuery size;
+  };
+  const Op ops[] = {{"softk::sample", softk::sample, softk::sample_workspace_size},
+                    {"softk::reference::sample", softk::reference::sample, softk::reference::sample_workspace_size}};
+  for (const Op& op : ops) {
+    SCOPED_TRACE(op.name);
+    for (const Case& c : cases) {
+      EXPECT_TRUE(throws_error_naming(
+          [&] { op.sample(valid_fake_logits(), c.params, tokens, nullptr, fake_workspace(), kBigWorkspace, nullptr); },
+          c.needles))
+          << c.name;
+      EXPECT_TRUE(throws_error_naming([&] { op.size(valid_fake_logits(), c.params); }, c.needles))
+          << c.name << " (size query)";
+    }
     EXPECT_TRUE(throws_error_naming(
-        [&] { softk::sample(valid_fake_logits(), c.params, tokens, nullptr, fake_workspace(), kBigWorkspace, nullptr); },
-        c.needles))
-        << c.name;
-    EXPECT_TRUE(throws_error_naming([&] { softk::sample_workspace_size(valid_fake_logits(), c.params); }, c.needles))
-        << c.name << " (size query)";
-  }
-  EXPECT_TRUE(throws_error_naming(
-      [&] { softk::sample(valid_fake_logits(), {}, nullptr, nullptr, fake_workspace(), kBigWorkspace, nullptr); },
-      {"tokens", "null"}));
-  for (const auto& c : bad_logits_cases()) {
-    softk::LogitsView v = valid_fake_logits();
-    c.mutate(v);
-    EXPECT_TRUE(throws_error_naming(
-        [&] { softk::sample(v, {}, tokens, nullptr, fake_workspace(), kBigWorkspace, nullptr); }, c.needles))
-        << c.name;
+        [&] { op.sample(valid_fake_logits(), {}, nullptr, nullptr, fake_workspace(), kBigWorkspace, nullptr); },
+        {"tokens", "null"}));
+    for (const auto& c : bad_logits_cases()) {
+      softk::LogitsView v = valid_fake_logits();
+      c.mutate(v);
+      EXPECT_TRUE(throws_error_naming(
+          [&] { op.sample(v, {}, tokens, nullptr, fake_workspace(), kBigWorkspace, nullptr); }, c.needles))
+          << c.name;
+    }
   }
 }
 

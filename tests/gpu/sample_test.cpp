@@ -7,6 +7,7 @@
 //  - NaN and masked rows, -inf and +inf tokens, greedy;
 //  - both kernels: top_k bounds (ranked by softk::topk) and none (the nucleus kernel's
 //    histograms: ties at its cut, rows of 2^20 + 3 tokens), and per-row top_ks under no bound;
+//  - softk::reference::sample (CUB-ranked, drawn in double) against both;
 //  - determinism: the same bits twice, and a row's token the same alone and inside a batch;
 //  - per-row values out of range take sample.hpp's clamps; bad scalars, a short workspace and
 //    null tokens are refused before anything is written; a CUDA graph replays the op.
@@ -28,6 +29,7 @@
 #include "common/runners.hpp"
 #include "common/sampling_check.hpp"
 #include "softk/cpu.hpp"
+#include "softk/reference.hpp"
 #include "softk/sample.hpp"
 
 namespace {
@@ -157,6 +159,44 @@ TEST_F(GpuSample, MatchesTheCpuSamplerTokenForToken) {
           EXPECT_GT(q[gpu.tokens[r]], 0.0) << "row " << r << ": token " << gpu.tokens[r] << " is no candidate";
         }
         EXPECT_LE(mismatches, 1) << "GPU and CPU tokens differ on " << mismatches << " of " << kRows << " rows";
+      }
+}
+
+// softk::reference::sample, every row ranked by the CUB reference and drawn one token at a time
+// in double: the CPU's tokens and statuses, and the fast op's, but where u or a cut lies within
+// rounding of a boundary (each may then differ on a row or so).
+TEST_F(GpuSample, TheReferenceDrawsTheCpusAndTheFastOpsTokens) {
+  for (DType dt : {DType::f32, DType::bf16})
+    for (int64_t vocab : {1000, 32000})
+      for (Dist dist : {Dist::llm_like, Dist::nan_row}) {
+        if (dist == Dist::nan_row && vocab != 1000) continue;
+        for (const SamplingBounds& b : kBounds) {
+          SCOPED_TRACE(std::string(dtype_name(dt)) + " V=" + std::to_string(vocab) + " " + b.name +
+                       (dist == Dist::nan_row ? " nan rows" : ""));
+          constexpr int64_t kRows = 64;
+          const HostLogits h = make_logits(dt, kRows, 1, vocab, dist);
+          const DeviceLogits d = to_device(h, stream());
+          softk::SamplingParams params = b.params(vocab);
+          params.seed = 3;
+          params.offset = 17;
+          DeviceBuffer workspace(softk::reference::sample_workspace_size(d.view, params));
+          GuardedOutput tokens(kRows * sizeof(int32_t), stream()), status(kRows * sizeof(int32_t), stream());
+          softk::reference::sample(d.view, params, tokens.as<int32_t>(), status.as<int32_t>(), workspace.get(),
+                                   workspace.bytes(), stream());
+          const GpuRun reference{download<int32_t>(tokens.get(), kRows, stream()),
+                                 download<int32_t>(status.get(), kRows, stream())};
+          EXPECT_EQ(tokens.guard_violation(stream()), "");
+          const GpuRun cpu = run_cpu(h, params, {});
+          const GpuRun fast = run_gpu(d, params, {}, stream());
+          EXPECT_EQ(reference.status, cpu.status);
+          int against_cpu = 0, against_fast = 0;
+          for (int64_t r = 0; r < kRows; ++r) {
+            against_cpu += reference.tokens[r] != cpu.tokens[r];
+            against_fast += reference.tokens[r] != fast.tokens[r];
+          }
+          EXPECT_LE(against_cpu, 1) << against_cpu << " of " << kRows << " rows differ from the CPU's";
+          EXPECT_LE(against_fast, 1) << against_fast << " of " << kRows << " rows differ from the fast op's";
+        }
       }
 }
 
