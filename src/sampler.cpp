@@ -22,6 +22,8 @@ LogitsView largest_batch(const SamplerLimits& limits) {
 }
 
 void validate_limits(const SamplerLimits& limits) {
+  SOFTK_REQUIRE(limits.dtype == DType::f32 || limits.dtype == DType::f16 || limits.dtype == DType::bf16,
+                "limits.dtype must be f32, f16 or bf16", std::to_string(static_cast<int>(limits.dtype)));
   SOFTK_REQUIRE(limits.vocab >= 1 && limits.vocab < (int64_t{1} << 31), "limits.vocab must be in [1, 2^31)",
                 std::to_string(limits.vocab));
   SOFTK_REQUIRE(limits.max_rows >= 1, "limits.max_rows must be >= 1", std::to_string(limits.max_rows));
@@ -31,7 +33,8 @@ void validate_limits(const SamplerLimits& limits) {
 
 /// Bytes for every call within the limits: softmax into either output dtype, and topk and sample
 /// at each K up to max_k (the sizes need not grow with K, as the algorithm a K takes may change),
-/// sample also with no top_k. A size serves every smaller batch (each op's size query says so).
+/// sample also with no top_k, and, where max_k is the vocabulary, with per-row top_ks ranking
+/// the whole row. A size serves every smaller batch (each op's size query says so).
 std::size_t workspace_for(const SamplerLimits& limits) {
   const LogitsView view = largest_batch(limits);
   std::size_t bytes = 0;
@@ -46,6 +49,12 @@ std::size_t workspace_for(const SamplerLimits& limits) {
     SamplingParams top_k;
     top_k.top_k = k;
     bytes = std::max({bytes, topk_workspace_size(view, k), sample_workspace_size(view, top_k)});
+  }
+  if (limits.max_k == limits.vocab) {
+    static const int32_t kSizeQueryTopKs = 0;  // the size query reads no array
+    SamplingParams per_row;
+    per_row.top_ks = &kSizeQueryTopKs;
+    bytes = std::max(bytes, sample_workspace_size(view, per_row));
   }
   return bytes;
 }
@@ -78,6 +87,7 @@ Sampler& Sampler::operator=(Sampler&& other) noexcept {
 }
 
 void Sampler::check_within_limits(const LogitsView& logits) const {
+  detail::validate_logits_shape(logits);  // first: rows() of a bad shape may overflow
   SOFTK_REQUIRE(logits.dtype == limits_.dtype,
                 std::string("logits.dtype must be the Sampler's limits.dtype, ") + to_string(limits_.dtype),
                 to_string(logits.dtype));
@@ -105,14 +115,15 @@ void Sampler::topk(const LogitsView& logits, int32_t k, float* probs, int32_t* i
 void Sampler::sample(const LogitsView& logits, const SamplingParams& params, int32_t* tokens, int32_t* row_status,
                      cudaStream_t stream) const {
   check_within_limits(logits);
-  SOFTK_REQUIRE(params.top_k <= limits_.max_k,
+  // A scalar top_k of V bounds nothing (the nucleus kernel, no ranking); per-row top_ks under no
+  // scalar bound rank the whole row, which only a Sampler sized for K = V holds.
+  SOFTK_REQUIRE(params.top_k <= limits_.max_k || (params.top_k == limits_.vocab && params.top_ks == nullptr),
                 "params.top_k must be at most the Sampler's limits.max_k, " + std::to_string(limits_.max_k),
                 std::to_string(params.top_k));
-  // Per-row top_ks under no scalar bound rank the whole row: only a Sampler sized for K = V holds it.
   SOFTK_REQUIRE(params.top_ks == nullptr || params.top_k > 0 || limits_.max_k == limits_.vocab,
                 "params.top_ks needs a scalar params.top_k bound of at most the Sampler's limits.max_k, " +
                     std::to_string(limits_.max_k),
-                "top_k 0");
+                "params.top_k " + std::to_string(params.top_k));
   softk::sample(logits, params, tokens, row_status, workspace_, bytes_, stream);
 }
 

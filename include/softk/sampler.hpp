@@ -26,11 +26,13 @@ struct SamplerLimits {
   int32_t max_k = 1;     ///< in [1, vocab]
 };
 
-/// A workspace for its limits, on the device current when it is made. Calls share it, so calls
-/// on different streams must be ordered by the caller (one stream, as a decode loop has, needs
-/// nothing). A shape or top_k past the limits throws softk::Error naming the limit, before
-/// anything is launched; so does a forced algorithm needing more workspace than automatic's
-/// (the workspace is sized for automatic, which auto-selected calls take).
+/// A workspace for its limits, on the device current when it is made (calls must run with that
+/// device current). Calls share it, so calls on different streams must be ordered by the caller
+/// (one stream, as a decode loop has, needs nothing), and a CUDA graph that captured calls uses
+/// it: keep the Sampler alive while the graph may replay. A shape or top_k past the limits throws
+/// softk::Error naming the limit, before anything is launched; a forced algorithm needing more
+/// workspace than automatic's throws naming workspace_bytes (the workspace is sized for
+/// automatic). A moved-from Sampler holds no workspace (workspace_bytes() is 0).
 class Sampler {
  public:
   /// Throws softk::Error for limits out of range (before any CUDA call), softk::CudaError where

@@ -371,6 +371,7 @@ TEST(GpuOpValidation, SamplerRejectsBadLimits) {
       {"max_rows 0", [](softk::SamplerLimits& l) { l.max_rows = 0; }, {"limits.max_rows", "0"}},
       {"max_k 0", [](softk::SamplerLimits& l) { l.max_k = 0; }, {"limits.max_k", "0"}},
       {"max_k past vocab", [](softk::SamplerLimits& l) { l.max_k = 1001; }, {"limits.max_k", "1001"}},
+      {"dtype 7", [](softk::SamplerLimits& l) { l.dtype = static_cast<DType>(7); }, {"limits.dtype", "7"}},
   };
   for (const Case& c : cases) {
     softk::SamplerLimits limits = good;

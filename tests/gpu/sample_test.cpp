@@ -164,40 +164,61 @@ TEST_F(GpuSample, MatchesTheCpuSamplerTokenForToken) {
 
 // softk::reference::sample, every row ranked by the CUB reference and drawn one token at a time
 // in double: the CPU's tokens and statuses, and the fast op's, but where u or a cut lies within
-// rounding of a boundary (each may then differ on a row or so).
+// rounding of a boundary (each may then differ on a row or so). Every row draws at its own seed
+// and offset; the rows hold -inf and +inf tokens, NaN, masked rows and signed zeros, and one
+// case gives every parameter a row.
 TEST_F(GpuSample, TheReferenceDrawsTheCpusAndTheFastOpsTokens) {
+  constexpr int64_t kRows = 64;
+  RowArrays per_row_draws;
+  for (int64_t r = 0; r < kRows; ++r) {
+    per_row_draws.seeds.push_back(300 + static_cast<uint64_t>(r));
+    per_row_draws.offsets.push_back(static_cast<uint64_t>(r) * 5);
+  }
+  RowArrays per_row_everything = per_row_draws;
+  for (int64_t r = 0; r < kRows; ++r) {
+    per_row_everything.temperatures.push_back(r % 7 == 0 ? 0.0f : 0.4f + 0.05f * static_cast<float>(r));
+    per_row_everything.top_ps.push_back(r % 2 == 0 ? 0.9f : 1.0f);
+    per_row_everything.min_ps.push_back(r % 3 == 0 ? 0.05f : 0.0f);
+  }
+  const auto compare = [&](const HostLogits& h, const softk::SamplingParams& scalars, const RowArrays& arrays) {
+    const DeviceLogits d = to_device(h, stream());
+    DeviceRowArrays device_arrays;
+    const softk::SamplingParams params = with_arrays(scalars, arrays, &device_arrays, stream());
+    DeviceBuffer workspace(softk::reference::sample_workspace_size(d.view, params));
+    poison_workspace(workspace, stream());
+    GuardedOutput tokens(kRows * sizeof(int32_t), stream()), status(kRows * sizeof(int32_t), stream());
+    softk::reference::sample(d.view, params, tokens.as<int32_t>(), status.as<int32_t>(), workspace.get(),
+                             workspace.bytes(), stream());
+    const GpuRun reference{download<int32_t>(tokens.get(), kRows, stream()),
+                           download<int32_t>(status.get(), kRows, stream())};
+    EXPECT_EQ(tokens.guard_violation(stream()), "");
+    EXPECT_EQ(status.guard_violation(stream()), "");
+    const GpuRun cpu = run_cpu(h, scalars, arrays);
+    const GpuRun fast = run_gpu(d, scalars, arrays, stream());
+    EXPECT_EQ(reference.status, cpu.status);
+    int against_cpu = 0, against_fast = 0;
+    for (int64_t r = 0; r < kRows; ++r) {
+      against_cpu += reference.tokens[r] != cpu.tokens[r];
+      against_fast += reference.tokens[r] != fast.tokens[r];
+    }
+    EXPECT_LE(against_cpu, 1) << against_cpu << " of " << kRows << " rows differ from the CPU's";
+    EXPECT_LE(against_fast, 1) << against_fast << " of " << kRows << " rows differ from the fast op's";
+  };
   for (DType dt : {DType::f32, DType::bf16})
     for (int64_t vocab : {1000, 32000})
-      for (Dist dist : {Dist::llm_like, Dist::nan_row}) {
-        if (dist == Dist::nan_row && vocab != 1000) continue;
-        for (const SamplingBounds& b : kBounds) {
-          SCOPED_TRACE(std::string(dtype_name(dt)) + " V=" + std::to_string(vocab) + " " + b.name +
-                       (dist == Dist::nan_row ? " nan rows" : ""));
-          constexpr int64_t kRows = 64;
-          const HostLogits h = make_logits(dt, kRows, 1, vocab, dist);
-          const DeviceLogits d = to_device(h, stream());
-          softk::SamplingParams params = b.params(vocab);
-          params.seed = 3;
-          params.offset = 17;
-          DeviceBuffer workspace(softk::reference::sample_workspace_size(d.view, params));
-          GuardedOutput tokens(kRows * sizeof(int32_t), stream()), status(kRows * sizeof(int32_t), stream());
-          softk::reference::sample(d.view, params, tokens.as<int32_t>(), status.as<int32_t>(), workspace.get(),
-                                   workspace.bytes(), stream());
-          const GpuRun reference{download<int32_t>(tokens.get(), kRows, stream()),
-                                 download<int32_t>(status.get(), kRows, stream())};
-          EXPECT_EQ(tokens.guard_violation(stream()), "");
-          const GpuRun cpu = run_cpu(h, params, {});
-          const GpuRun fast = run_gpu(d, params, {}, stream());
-          EXPECT_EQ(reference.status, cpu.status);
-          int against_cpu = 0, against_fast = 0;
-          for (int64_t r = 0; r < kRows; ++r) {
-            against_cpu += reference.tokens[r] != cpu.tokens[r];
-            against_fast += reference.tokens[r] != fast.tokens[r];
-          }
-          EXPECT_LE(against_cpu, 1) << against_cpu << " of " << kRows << " rows differ from the CPU's";
-          EXPECT_LE(against_fast, 1) << against_fast << " of " << kRows << " rows differ from the fast op's";
-        }
+      for (const SamplingBounds& b : kBounds) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " V=" + std::to_string(vocab) + " " + b.name);
+        compare(make_logits(dt, kRows, 1, vocab, Dist::llm_like), b.params(vocab), per_row_draws);
       }
+  for (Dist dist : {Dist::pm_inf, Dist::nan_row, Dist::masked_rows, Dist::few_unmasked, Dist::signed_zeros})
+    for (const SamplingBounds& b : kBounds) {
+      SCOPED_TRACE(std::string(dist_name(dist)) + " " + b.name);
+      compare(make_logits(DType::f32, kRows, 1, 1000, dist), b.params(1000), per_row_draws);
+    }
+  softk::SamplingParams bounded;
+  bounded.top_k = 300;
+  SCOPED_TRACE("every parameter a row");
+  compare(make_logits(DType::bf16, kRows, 1, 32000, Dist::llm_like), bounded, per_row_everything);
 }
 
 TEST_F(GpuSample, DistributionMatchesTheTruncatedSoftmax) {

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,6 +50,21 @@ std::vector<int32_t> sampler_sample(const softk::Sampler& sampler, const softk::
   return download<int32_t>(tokens.get(), static_cast<std::size_t>(v.rows()), stream);
 }
 
+/// sampler.topk's output against softk::topk's in an exactly sized workspace.
+void expect_topk_matches(const softk::Sampler& sampler, const softk::LogitsView& v, int32_t k, cudaStream_t stream) {
+  TopkCall call;
+  call.k = k;
+  const TopkRun expected = run_topk(v, call, stream);
+  ASSERT_FALSE(expected.refused) << expected.error;
+  TopkBuffers b = make_topk_buffers(v, call, stream);
+  sampler.topk(v, k, b.probs.as<float>(), b.indices.as<int32_t>(), options_of(call, b.status.as<int32_t>()), stream);
+  const TopkRun got = collect_topk(v, call, b, stream);
+  EXPECT_EQ(got.indices, expected.indices) << "K=" << k;
+  EXPECT_TRUE(bitwise_equal(got.probs.data(), expected.probs.data(), got.probs.size() * sizeof(float), "probs"))
+      << "K=" << k;
+  EXPECT_EQ(got.guard_violation, "");
+}
+
 TEST_F(GpuSampler, CallsWithinTheLimitsWriteTheFreeFunctionsBits) {
   const auto made = std::chrono::steady_clock::now();
   const softk::Sampler sampler(limits());
@@ -63,18 +79,7 @@ TEST_F(GpuSampler, CallsWithinTheLimitsWriteTheFreeFunctionsBits) {
     v.batch = rows;
     SCOPED_TRACE(std::to_string(rows) + " rows");
     for (int32_t k : {1, 50, 64}) {
-      TopkCall call;
-      call.k = k;
-      const TopkRun expected = run_topk(v, call, stream());
-      ASSERT_FALSE(expected.refused) << expected.error;
-      TopkBuffers b = make_topk_buffers(v, call, stream());
-      sampler.topk(v, k, b.probs.as<float>(), b.indices.as<int32_t>(), options_of(call, b.status.as<int32_t>()),
-                   stream());
-      const TopkRun got = collect_topk(v, call, b, stream());
-      EXPECT_EQ(got.indices, expected.indices) << "K=" << k;
-      EXPECT_TRUE(bitwise_equal(got.probs.data(), expected.probs.data(), got.probs.size() * sizeof(float), "probs"));
-      EXPECT_EQ(got.guard_violation, "");
-
+      expect_topk_matches(sampler, v, k, stream());
       softk::SamplingParams params;
       params.top_k = k;
       params.top_p = 0.9f;
@@ -93,6 +98,41 @@ TEST_F(GpuSampler, CallsWithinTheLimitsWriteTheFreeFunctionsBits) {
     sampler.softmax(v, b.out.get(), options_of(softmax_call, b.status.as<int32_t>()), stream());
     const SoftmaxRun got = collect_softmax(v, softmax_call, b, stream());
     EXPECT_TRUE(bitwise_equal(got.raw.data(), expected.raw.data(), got.raw.size(), "softmax"));
+  }
+}
+
+// max_k = V: topk past 1024 (radix select), sample with no top_k or top_k = V (the nucleus
+// kernel) and per-row top_ks under no scalar bound (the whole row ranked): the workspace sized
+// when made holds every one, at the largest batch and a smaller one.
+TEST_F(GpuSampler, AWholeRowLimitHoldsEveryCall) {
+  softk::SamplerLimits whole_rows;
+  whole_rows.dtype = DType::f32;
+  whole_rows.vocab = 4096;
+  whole_rows.max_rows = 8;
+  whole_rows.max_k = 4096;
+  const auto made = std::chrono::steady_clock::now();
+  const softk::Sampler sampler(whole_rows);
+  std::printf("softk::Sampler of 8 rows x 4096, max_k 4096: %zu bytes, sized and allocated in %.1f ms\n",
+              sampler.workspace_bytes(),
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - made).count());
+  const HostLogits h = make_logits(DType::f32, 8, 1, 4096, Dist::llm_like);
+  const DeviceLogits d = to_device(h, stream());
+  DeviceBuffer top_ks(8 * sizeof(int32_t));
+  const std::vector<int32_t> row_top_ks{0, 4096, 7, 3000, 1025, 1, 4095, 0};
+  upload(top_ks.get(), row_top_ks.data(), top_ks.bytes(), stream());
+  for (int64_t rows : {8, 3}) {
+    softk::LogitsView v = d.view;
+    v.batch = rows;
+    SCOPED_TRACE(std::to_string(rows) + " rows");
+    for (int32_t k : {1024, 1025, 4096}) expect_topk_matches(sampler, v, k, stream());
+    softk::SamplingParams per_row;
+    per_row.top_ks = top_ks.as<int32_t>();
+    per_row.top_p = 0.95f;
+    softk::SamplingParams all_of_v;
+    all_of_v.top_k = 4096;
+    all_of_v.min_p = 0.001f;
+    for (const softk::SamplingParams& params : {per_row, all_of_v, softk::SamplingParams{}})
+      EXPECT_EQ(sampler_sample(sampler, v, params, stream()), free_sample(v, params, stream()));
   }
 }
 
