@@ -122,9 +122,9 @@ std::size_t sample_workspace_size(const LogitsView& logits, const SamplingParams
 void sample(const LogitsView& logits, const SamplingParams& params, int32_t* tokens, int32_t* row_status,
             void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
   detail::validate_sample_call(logits, params, tokens, row_status);
-  detail::validate_workspace(workspace, workspace_bytes, carve(logits, nullptr).bytes);
+  const SampleReferenceWorkspace w = carve(logits, workspace);  // its offsets do not depend on the base
+  detail::validate_workspace(workspace, workspace_bytes, w.bytes);
 
-  const SampleReferenceWorkspace w = carve(logits, workspace);
   int32_t* status = row_status != nullptr ? row_status : w.status;
   TopkOptions ranking;
   ranking.row_status = status;
