@@ -1,6 +1,7 @@
 // The pieces of a draw that softk::sample's two kernels share (sample_from_ranked.cu,
 // sample_nucleus.cu): a row's clamped parameters, its weights, the block-wide running sums in a
-// fixed order (scan_weights), and the draw over positions in order (draw_in_order).
+// fixed order (scan_weights), and the draw over positions in order (draw_in_order). The draw over
+// a whole row is sample_row_draw.cuh's.
 #pragma once
 
 #include <cub/block/block_scan.cuh>
@@ -137,19 +138,6 @@ __device__ int64_t draw_in_order(int64_t length, const WeightAt& weight_at, doub
   const ScanResult drawn = scan_weights(
       length, weight_at, [&](int64_t, double running, float w) { return w > 0.0f && running > target; }, true, s);
   return static_cast<int64_t>(drawn.first != kNotFound ? drawn.first : all.last_weighted);
-}
-
-/// The draw over the whole row in token order, among the tokens whose key is at least `cut` and
-/// whose weight is at least `min_weight`. Called by the whole block.
-template <typename T>
-__device__ int64_t draw_over_row(const T* logits, int64_t vocab, TopkKey cut, float min_weight, const Weigher& weigh,
-                                 double u, ScanScratch& s) {
-  const auto candidate_weight = [&](int64_t i) {
-    const float x = to_float(logits[i]);
-    const float w = weigh(x);
-    return make_key(x, i) >= cut && w >= min_weight ? w : 0.0f;
-  };
-  return draw_in_order(vocab, candidate_weight, u, s);
 }
 
 }  // namespace softk::kernels::sampling

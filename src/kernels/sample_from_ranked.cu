@@ -11,14 +11,15 @@
 // rank a thread in registers (draw_from_short_list): a count over the block for each cut, one
 // block scan for each sum, and the candidates sorted by token with their weights, so the list
 // and its logits are read once, where the general steps read them again at every pass.
-// Every sum runs in double and in one fixed order (scan_weights, sample_draw.cuh, or a block
-// scan), so a row's token is the same bits in every run and every batch, and each step sees the
-// same running sums as the one before it over the same weights. Weights are fp32, exp2((x - max)
-// x log2(e) / T): the ranking's order makes them non-increasing with rank.
+// Every sum runs in double and in one fixed order (scan_weights, sample_draw.cuh; draw_over_row,
+// sample_row_draw.cuh; or a block scan), so a row's token is the same bits in every run and every
+// batch, and each step sees the same running sums as the one before it over the same weights.
+// Weights are fp32, exp2((x - max) x log2(e) / T): the ranking's order makes them non-increasing
+// with rank.
 #include <cub/block/block_radix_sort.cuh>
 
 #include "cuda_check.hpp"
-#include "kernels/sample_draw.cuh"
+#include "kernels/sample_row_draw.cuh"
 #include "philox.hpp"
 
 namespace softk::kernels {
@@ -175,9 +176,10 @@ __global__ void __launch_bounds__(kThreads) sample_from_ranked_kernel(SampleProb
     // Too many to sort here: the candidates are the tokens whose key is at least the last
     // candidate's (where that is a -inf token, -1, the row has fewer finite tokens than
     // candidates, and every token passes: the -inf ones weigh 0), met in token order.
+    __shared__ RowDrawScratch row_scratch;
     const int32_t last = ranked[count - 1];
     const TopkKey cut = last < 0 ? TopkKey{1} : make_key(to_float(logits[last]), last);
-    token = static_cast<int32_t>(draw_over_row(logits, problem.vocab, cut, 0.0f, weigh, u, scratch));
+    token = static_cast<int32_t>(draw_over_row(logits, problem.vocab, cut, 0.0f, weigh, u, row_scratch));
   }
   if (threadIdx.x == 0) problem.tokens[row] = token;
 }

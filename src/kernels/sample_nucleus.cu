@@ -1,24 +1,30 @@
 // Sampling with no top_k bound (softk/sample.hpp), one block a row, without ranking the row:
-//  1. one pass finds the row's largest key (its first token in the contract's order), whether
-//     it holds NaN, and so its RowStatus, and estimates its total weight; a greedy row ends there;
+//  1. one pass (K = 1's, block_argmax.cuh) finds the row's largest key (its first token in the
+//     contract's order) and its (m, d), so its RowStatus and about its total weight; a greedy
+//     row ends there;
 //  2. where top_p < 1, the nucleus's cut by mass: three passes histogram the tokens' weights by
 //     their logit's 32-bit order key, 11, 11 and 10 bits of it at a time, each pass within the
 //     bin the one before found, the bin holding the token at which the running mass from the
 //     largest logit down reaches top_p of the row's total. That gives the cut's logit; where
 //     tokens tie at it, one more pass counts them in token order to the one that reaches it;
 //  3. the draw over the row in token order among the tokens at or above the cut whose weight is
-//     at least min_p (draw_over_row, sample_draw.cuh).
+//     at least min_p (draw_over_row, sample_row_draw.cuh: two reads).
 // Why histograms: ranking every token (softk::topk at K = V) to find a prefix of them sorts the
 // vocabulary, milliseconds at V = 128K, where these are a few passes over the row.
 // The histogram's masses are fixed-point integers, weights x 2^shift with the shift the largest
 // that keeps the row's total below 2^62 (mass_shift): shared atomics add integers in any order to
 // the same sums, so the cut is the same in every run, and a token's rounding is at most 2^-63 of
-// the total. The draw's sums are scan_weights', in double and in one order.
+// the total. The draw's sums are in double and in one order (sample_row_draw.cuh).
+// Every pass reads the row in 16-byte vectors with several in flight a thread: one block has a
+// row alone at batch 1, and a pass with one load in flight a thread waited a round trip an
+// element (~110 us a pass over 128256 bf16 logits, H200).
 #include <cub/block/block_scan.cuh>
 
+#include <type_traits>
+
 #include "cuda_check.hpp"
-#include "kernels/sample_draw.cuh"
-#include "kernels/warp_collectives.cuh"
+#include "kernels/block_argmax.cuh"
+#include "kernels/sample_row_draw.cuh"
 #include "philox.hpp"
 
 namespace softk::kernels {
@@ -41,8 +47,6 @@ struct NucleusShared {
   unsigned mass_low[kMostBins];
   unsigned mass_high[kMostBins];
   typename cub::BlockScan<Mass, kThreads>::TempStorage scan;
-  TopkKey warp_best[kThreads / 32];
-  double warp_weight[kThreads / 32];
   unsigned cut_bin;  ///< the bin holding the token that reaches the target
   Mass cut_above;    ///< the mass of the tokens above that bin
   Mass cut_mass;     ///< that bin's mass
@@ -60,62 +64,12 @@ __device__ __forceinline__ Mass bin_mass(const NucleusShared& sh, int bin) {
   return (Mass{sh.mass_high[bin]} << 32) | sh.mass_low[bin];
 }
 
-/// What the first pass finds, the same in every thread.
-struct RowSurvey {
-  TopkKey first;        ///< the largest key (kEmptyKey where the row is all NaN)
-  bool has_nan;
-  double total_weight;  ///< where the largest logit is finite and the row not greedy: the row's
-                        ///< weights' sum, up to rounding (each weight in fp32, summed in double)
-};
-
-/// One pass over the row: its largest key, NaN, and its total weight, each thread summing its
-/// finite tokens' weights relative to its own largest (rescaled as that grows), the block then
-/// rescaling each thread's sum to the row's largest.
-template <typename T>
-__device__ RowSurvey survey_row(const T* logits, int64_t vocab, float k_exp, NucleusShared& sh) {
-  TopkKey best = kEmptyKey;
-  bool nan = false;
-  float largest = -CUDART_INF_F;  // this thread's largest finite logit
-  double weight = 0.0;            // this thread's finite tokens' weights relative to it
-  for (int64_t i = threadIdx.x; i < vocab; i += kThreads) {
-    const float x = to_float(logits[i]);
-    if (x != x) {
-      nan = true;
-      continue;
-    }
-    best = max(best, make_key(x, i));
-    if (k_exp == 0.0f || isinf(x)) continue;  // greedy rows need no weight; -inf weighs nothing
-    if (x > largest) {
-      weight = weight * exp2f((largest - x) * k_exp) + 1.0;
-      largest = x;
-    } else {
-      weight += exp2f((x - largest) * k_exp);
-    }
-  }
-  best = warp_max(best);
-  if (threadIdx.x % 32 == 0) sh.warp_best[threadIdx.x / 32] = best;
-  const bool has_nan = __syncthreads_or(nan);  // also the barrier before the warps' keys are read
-  best = sh.warp_best[0];
-#pragma unroll
-  for (int w = 1; w < kThreads / 32; ++w) best = max(best, sh.warp_best[w]);
-  const float row_largest = key_value(best);
-  // Where the row's largest is infinite or the row is greedy, the sum is not used.
-  double mine = isfinite(row_largest) && k_exp > 0.0f ? weight * exp2f((largest - row_largest) * k_exp) : 0.0;
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) mine += __shfl_xor_sync(0xffffffffu, mine, offset);
-  if (threadIdx.x % 32 == 0) sh.warp_weight[threadIdx.x / 32] = mine;
-  __syncthreads();
-  double total = 0.0;
-#pragma unroll
-  for (int w = 0; w < kThreads / 32; ++w) total += sh.warp_weight[w];
-  return {best, has_nan, total};
-}
-
 /// The fixed-point shift of a row's masses: the largest that keeps their total below 2^62,
-/// from the total weight taken 1% high (the masses round fp32 weights). A row whose largest is
-/// +inf weighs 1 a +inf token: its total is at most V.
-__device__ __forceinline__ int mass_shift(const RowSurvey& survey, float largest, int64_t vocab) {
-  const double total = isinf(largest) ? static_cast<double>(vocab) : survey.total_weight;
+/// from the survey's total weight (its d, fast exponentials summed in fp32) taken 1% high (the
+/// masses round exact fp32 weights). A row whose largest is +inf weighs 1 a +inf token: its
+/// total is at most V.
+__device__ __forceinline__ int mass_shift(const SoftmaxState& survey, int64_t vocab) {
+  const double total = isinf(survey.max) ? static_cast<double>(vocab) : static_cast<double>(survey.sum);
   int exponent = 0;
   frexp(total * 1.01, &exponent);  // total x 1.01 < 2^exponent
   return 62 - exponent;
@@ -126,7 +80,8 @@ __device__ __forceinline__ int mass_shift(const RowSurvey& survey, float largest
 /// reaches it. Called by the whole block; ends on a barrier.
 template <typename T>
 __device__ TopkKey nucleus_cut(const T* logits, int64_t vocab, const Weigher& weigh, float top_p, int shift,
-                               NucleusShared& sh, ScanScratch& scratch) {
+                               NucleusShared& sh, RowDrawScratch& scratch) {
+  const RowSegment<T> row(logits, 0, vocab);
   const auto mass_of = [&](float w) { return static_cast<Mass>(__float2ull_rn(ldexpf(w, shift))); };
   uint32_t prefix = 0;  // the cut key's bits resolved so far, `resolved` of them
   int resolved = 0;
@@ -142,14 +97,20 @@ __device__ TopkKey nucleus_cut(const T* logits, int64_t vocab, const Weigher& we
       sh.mass_high[b] = 0;
     }
     __syncthreads();  // zeroed before any thread adds
-    for (int64_t i = threadIdx.x; i < vocab; i += kThreads) {
-      const float x = to_float(logits[i]);
-      const uint32_t key = key_value_bits(x);
-      if (resolved > 0 && (key >> (32 - resolved)) != prefix) continue;
-      const Mass m = mass_of(weigh(x));
-      if (m == 0) continue;  // a token without mass never reaches the target first
-      add_mass(sh, (key >> low_bits) & static_cast<unsigned>(bins - 1), m);
-    }
+    for_each_element<kStreamUnroll, kStreamTailLoads>(row, threadIdx.x, kThreads, [&](const auto& group) {
+      using Group = std::decay_t<decltype(group)>;
+#pragma unroll
+      for (int n = 0; n < Group::kRuns; ++n)
+#pragma unroll
+        for (int e = 0; e < Group::kWidth; ++e) {
+          const float x = group.x[n][e];
+          const uint32_t key = key_value_bits(x);
+          if (resolved > 0 && (key >> (32 - resolved)) != prefix) continue;
+          const Mass m = mass_of(weigh(x));
+          if (m == 0) continue;  // a token without mass never reaches the target first
+          add_mass(sh, (key >> low_bits) & static_cast<unsigned>(bins - 1), m);
+        }
+    });
     __syncthreads();  // every token added
     // Thread t walks bins_per_thread bins down from bins - 1 - t x bins_per_thread; the scan gives
     // it the mass of the bins above its own.
@@ -191,38 +152,44 @@ __device__ TopkKey nucleus_cut(const T* logits, int64_t vocab, const Weigher& we
   while (n < at_cut && static_cast<double>(above + n * each) < target) ++n;
   const TopkKey value_half = TopkKey{prefix} << 32;
   if (n == at_cut) return value_half;  // index bits 0: every tied token
-  const ScanResult nth = scan_weights(
-      vocab, [&](int64_t i) { return key_value_bits(to_float(logits[i])) == prefix ? 1.0f : 0.0f; },
-      [&](int64_t, double running, float) { return running >= static_cast<double>(n); }, true, scratch);
-  return value_half | (0xFFFFFFFFu - static_cast<uint32_t>(nth.first));
+  // The n-th tied token: the first whose running count passes n - 1/2 (counts in double are exact).
+  const int64_t nth = first_passing_in_row(
+      logits, vocab, [&](float x, int64_t) { return key_value_bits(x) == prefix ? 1.0f : 0.0f; },
+      [&](double) { return static_cast<double>(n) - 0.5; }, scratch);
+  return value_half | (0xFFFFFFFFu - static_cast<uint32_t>(nth));
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) sample_nucleus_kernel(SampleProblem problem) {
+  __shared__ BlockArgmaxScratch<kThreads> survey_scratch;
   __shared__ NucleusShared sh;
-  __shared__ ScanScratch scratch;
+  __shared__ RowDrawScratch scratch;
   const int64_t row = blockIdx.x;
   const T* logits = row_pointer<T>(problem.logits, row, problem.row_stride);
   const RowSampling p = row_sampling(problem.params, row, static_cast<int32_t>(problem.vocab));
-  const RowSurvey survey = survey_row(logits, problem.vocab, p.k_exp, sh);
-  const float largest = key_value(survey.first);
-  const RowStatus status = survey.has_nan               ? RowStatus::has_nan
-                           : largest == -CUDART_INF_F ? RowStatus::all_masked
-                                                         : RowStatus::ok;
+  // 1. The survey: K = 1's one read (block_argmax.cuh), its (m, d) giving the status and the
+  // total weight. A greedy row folds at temperature 1, as its weights are not used (at k = 0, an
+  // infinite logit would fold as NaN).
+  start_block_argmax(survey_scratch);
+  const RunArgmax survey = block_argmax<kThreads>(RowSegment<T>(logits, 0, problem.vocab),
+                                                  p.k_exp > 0.0f ? p.k_exp : static_cast<float>(M_LOG2E), false,
+                                                  nullptr, survey_scratch);
+  const RowStatus status = status_of(survey.state);
   if (threadIdx.x == 0) problem.status[row] = static_cast<int32_t>(status);
   if (status != RowStatus::ok) {
     if (threadIdx.x == 0) problem.tokens[row] = -1;
     return;
   }
   if (p.k_exp == 0.0f) {  // greedy: the first token in the contract's order
-    if (threadIdx.x == 0) problem.tokens[row] = key_index(survey.first);
+    if (threadIdx.x == 0) problem.tokens[row] = key_index(survey.best);
     return;
   }
-  const Weigher weigh{largest, p.k_exp};
-  const TopkKey cut =
-      p.top_p < 1.0f
-          ? nucleus_cut(logits, problem.vocab, weigh, p.top_p, mass_shift(survey, largest, problem.vocab), sh, scratch)
-          : kEmptyKey;
+  const Weigher weigh{key_value(survey.best), p.k_exp};
+  // 2. The nucleus's cut.
+  const TopkKey cut = p.top_p < 1.0f ? nucleus_cut(logits, problem.vocab, weigh, p.top_p,
+                                                   mass_shift(survey.state, problem.vocab), sh, scratch)
+                                     : kEmptyKey;
+  // 3. The draw.
   const double u = detail::sampling_uniform(p.seed, p.offset);
   const int64_t token = draw_over_row(logits, problem.vocab, cut, p.min_p, weigh, u, scratch);
   if (threadIdx.x == 0) problem.tokens[row] = static_cast<int32_t>(token);

@@ -474,30 +474,38 @@ TEST_F(GpuSample, TiesAtATopPCutKeepTheSmallerIndices) {
   }
 }
 
-// The nucleus kernel's fixed-point masses on rows of 2^20 + 3 tokens (weights x 2^42), every bound
-// and per-row temperatures: the CPU's tokens, but where u lies within rounding of a boundary.
+// The nucleus kernel's fixed-point masses on long rows, every bound and per-row temperatures:
+// the CPU's tokens, but where u lies within rounding of a boundary. Rows of 2^20 + 3 bf16 tokens
+// weigh x 2^42; rows of 2^22 + 5 fp32 tokens, rows past the first starting off a 16-byte boundary,
+// give the draw's slots several reads of the row each (sample_row_draw.cuh).
 TEST_F(GpuSample, TheNucleusOfALongRowMatchesTheCpu) {
-  constexpr int64_t kRows = 8;
-  constexpr int64_t kVocab = (int64_t{1} << 20) + 3;
-  const HostLogits h = make_logits(DType::bf16, kRows, 1, kVocab, Dist::llm_like);
-  const DeviceLogits d = to_device(h, stream());
-  RowArrays arrays;
-  for (int64_t r = 0; r < kRows; ++r) {
-    arrays.temperatures.push_back(0.6f + 0.2f * static_cast<float>(r));
-    arrays.top_ps.push_back(r % 2 == 0 ? 0.95f : 0.5f);
-    arrays.min_ps.push_back(r % 4 == 1 ? 0.001f : 0.0f);
-    arrays.seeds.push_back(5 + static_cast<uint64_t>(r));
+  struct Shape {
+    DType dtype;
+    int64_t rows, vocab;
+  };
+  for (const Shape& shape :
+       {Shape{DType::bf16, 8, (int64_t{1} << 20) + 3}, Shape{DType::f32, 3, (int64_t{1} << 22) + 5}}) {
+    SCOPED_TRACE(std::string(dtype_name(shape.dtype)) + " V=" + std::to_string(shape.vocab));
+    const HostLogits h = make_logits(shape.dtype, shape.rows, 1, shape.vocab, Dist::llm_like);
+    const DeviceLogits d = to_device(h, stream());
+    RowArrays arrays;
+    for (int64_t r = 0; r < shape.rows; ++r) {
+      arrays.temperatures.push_back(0.6f + 0.2f * static_cast<float>(r));
+      arrays.top_ps.push_back(r % 2 == 0 ? 0.95f : 0.5f);
+      arrays.min_ps.push_back(r % 4 == 1 ? 0.001f : 0.0f);
+      arrays.seeds.push_back(5 + static_cast<uint64_t>(r));
+    }
+    int mismatches = 0;
+    for (uint64_t offset = 0; offset < 8; ++offset) {
+      softk::SamplingParams params;
+      params.offset = offset;
+      const GpuRun gpu = run_gpu(d, params, arrays, stream());
+      const GpuRun cpu = run_cpu(h, params, arrays);
+      EXPECT_EQ(gpu.status, cpu.status);
+      for (int64_t r = 0; r < shape.rows; ++r) mismatches += gpu.tokens[r] != cpu.tokens[r];
+    }
+    EXPECT_LE(mismatches, 1) << mismatches << " of " << 8 * shape.rows << " draws differ from the CPU's";
   }
-  int mismatches = 0;
-  for (uint64_t offset = 0; offset < 8; ++offset) {
-    softk::SamplingParams params;
-    params.offset = offset;
-    const GpuRun gpu = run_gpu(d, params, arrays, stream());
-    const GpuRun cpu = run_cpu(h, params, arrays);
-    EXPECT_EQ(gpu.status, cpu.status);
-    for (int64_t r = 0; r < kRows; ++r) mismatches += gpu.tokens[r] != cpu.tokens[r];
-  }
-  EXPECT_LE(mismatches, 1) << mismatches << " of " << 8 * kRows << " draws differ from the CPU's";
 }
 
 // Per-row top_ks under a scalar top_k of 0 rank the whole row (a row's 0 is then the vocabulary):
