@@ -2,11 +2,13 @@
 //  1. one pass (K = 1's, block_argmax.cuh) finds the row's largest key (its first token in the
 //     contract's order) and its (m, d), so its RowStatus and about its total weight; a greedy
 //     row ends there;
-//  2. where top_p < 1, the nucleus's cut by mass: three passes histogram the tokens' weights by
-//     their logit's 32-bit order key, 11, 11 and 10 bits of it at a time, each pass within the
-//     bin the one before found, the bin holding the token at which the running mass from the
-//     largest logit down reaches top_p of the row's total. That gives the cut's logit; where
-//     tokens tie at it, one more pass counts them in token order to the one that reaches it;
+//  2. where top_p < 1, the nucleus's cut by mass: histogram passes of the tokens' weights, each
+//     finding the bin that holds the token at which the running mass from the largest logit
+//     down reaches top_p of the row's total. The first pass bins by weight (weight_bin: 32 bins
+//     a factor of 2, so a bin is a range of logits); the next ones bin that range's logit keys,
+//     2048 bins a pass, until a bin is one logit (two passes for 16-bit logits, whose keys have
+//     16 or 19 bits, ~two to three for fp32). Where tokens tie at the cut's logit, one more pass
+//     counts them in token order to the one that reaches it;
 //  3. the draw over the row in token order among the tokens at or above the cut whose weight is
 //     at least min_p (draw_over_row, sample_row_draw.cuh: two reads).
 // Why histograms: ranking every token (softk::topk at K = V) to find a prefix of them sorts the
@@ -17,7 +19,8 @@
 // the total. The draw's sums are in double and in one order (sample_row_draw.cuh).
 // Every pass reads the row in 16-byte vectors with several in flight a thread: one block has a
 // row alone at batch 1, and a pass with one load in flight a thread waited a round trip an
-// element (~110 us a pass over 128256 bf16 logits, H200).
+// element (~110 us a pass over 128256 bf16 logits, H200). The block is 512 threads for the same
+// reason: a pass at batch 1 is bound by the one SM's issue, and 256 threads left it half idle.
 #include <cub/block/block_scan.cuh>
 
 #include <type_traits>
@@ -32,12 +35,14 @@ namespace {
 
 using namespace sampling;
 
-/// Bits of the cut's 32-bit logit key that a histogram pass resolves, most significant first:
-/// 11, 11, then the last 10.
+constexpr int kNucleusThreads = 512;
+/// Bins of a histogram pass.
 constexpr int kBinBits = 11;
 constexpr int kMostBins = 1 << kBinBits;
-static_assert(kMostBins % kThreads == 0 && (1 << (32 - 2 * kBinBits)) % kThreads == 0,
-              "a thread walks the same number of bins at every level");
+static_assert(kMostBins % kNucleusThreads == 0, "a thread walks whole bins");
+/// The first pass's bins a factor of 2 in weight: its 2048 bins reach weights of 2^-64, below which
+/// a token's mass (x 2^shift, shift <= 62) rounds to 0.
+constexpr float kBinsPerHalving = 32.0f;
 
 using Mass = unsigned long long;
 
@@ -46,9 +51,10 @@ struct NucleusShared {
   // would be a compare-and-swap loop, slow where tokens crowd a bin.
   unsigned mass_low[kMostBins];
   unsigned mass_high[kMostBins];
-  typename cub::BlockScan<Mass, kThreads>::TempStorage scan;
+  typename cub::BlockScan<Mass, kNucleusThreads>::TempStorage scan;
+  Mass cut_above;    ///< the mass of the tokens above every bin of the pass
   unsigned cut_bin;  ///< the bin holding the token that reaches the target
-  Mass cut_above;    ///< the mass of the tokens above that bin
+  Mass next_above;   ///< the mass of the tokens above that bin
   Mass cut_mass;     ///< that bin's mass
 };
 
@@ -64,6 +70,60 @@ __device__ __forceinline__ Mass bin_mass(const NucleusShared& sh, int bin) {
   return (Mass{sh.mass_high[bin]} << 32) | sh.mass_low[bin];
 }
 
+/// The first pass's bin of logit x: kBinsPerHalving bins a factor of 2 in weight below the row's
+/// largest, the largest logits in bin kMostBins - 1, the weights below 2^-64 (and -inf, and every
+/// finite logit of a row whose largest is +inf) in bin 0. Non-decreasing in x (each step rounds
+/// monotonically; the _rn intrinsics keep the compiler from fusing them differently where the
+/// function is inlined twice), so a bin's logits are a range of keys (bin_key_range). Why not a
+/// key's top bits: llm logits crowd a few of those (sign, exponent, two mantissa bits), and the
+/// shared atomics on one bin's words serialise.
+__device__ __forceinline__ int weight_bin(float x, const Weigher& weigh) {
+  if (x == weigh.max) return kMostBins - 1;
+  const float halvings = __fmul_rn(__fmul_rn(__fsub_rn(weigh.max, x), weigh.k_exp), kBinsPerHalving);
+  // Clamped on both sides: the binary search of bin_key_range also weighs logits above the row's
+  // largest (bin kMostBins from a factor of 2 above it), and the conversion of an infinity to int
+  // is not defined.
+  return kMostBins - 1 - static_cast<int>(fmaxf(fminf(halvings, static_cast<float>(kMostBins - 1)), -1.0f));
+}
+
+/// A logit's key without the low bits that every value of T has alike (16 for bf16, 13 for fp16:
+/// all zeros for a positive value, all ones for a negative one), so that a T's keys are dense.
+template <typename T>
+constexpr int kKeyDropBits = sizeof(T) == 4 ? 0 : std::is_same_v<T, __half> ? 13 : 16;
+
+template <typename T>
+__device__ __forceinline__ uint32_t dense_key(float x) {
+  return key_value_bits(x) >> kKeyDropBits<T>;
+}
+
+/// The float whose dense_key is k (exact for a value of T).
+template <typename T>
+__device__ __forceinline__ float value_of_dense_key(uint32_t k) {
+  constexpr uint32_t kDropped = (1u << kKeyDropBits<T>) - 1;
+  const uint32_t ordered = k << kKeyDropBits<T>;
+  return float_of_ordered_bits(ordered | ((ordered & 0x80000000u) ? 0u : kDropped));
+}
+
+/// The dense keys [lo, hi] of the logits in weight_bin's bin `bin`, by binary search over the
+/// keys of [-inf, +inf] (every thread alike; no memory).
+template <typename T>
+__device__ void bin_key_range(int bin, const Weigher& weigh, uint32_t& lo, uint32_t& hi) {
+  const auto first_reaching = [&](int b) {  // the first key whose bin is at least b
+    uint32_t low = dense_key<T>(-CUDART_INF_F), high = dense_key<T>(CUDART_INF_F) + 1;
+    while (low < high) {
+      const uint32_t mid = low + (high - low) / 2;
+      if (weight_bin(value_of_dense_key<T>(mid), weigh) >= b) {
+        high = mid;
+      } else {
+        low = mid + 1;
+      }
+    }
+    return low;
+  };
+  lo = first_reaching(bin);
+  hi = first_reaching(bin + 1) - 1;
+}
+
 /// The fixed-point shift of a row's masses: the largest that keeps their total below 2^62,
 /// from the survey's total weight (its d, fast exponentials summed in fp32) taken 1% high (the
 /// masses round exact fp32 weights). A row whose largest is +inf weighs 1 a +inf token: its
@@ -75,95 +135,116 @@ __device__ __forceinline__ int mass_shift(const SoftmaxState& survey, int64_t vo
   return 62 - exponent;
 }
 
+/// One histogram pass: every token with bin_of(x) >= 0 adds its mass to that bin; then the bin
+/// holding the token at which the running mass, from the top bin down and from `above` (the mass
+/// of the tokens above every bin), reaches the target. At the first pass (target < 0) the target
+/// is top_p of the pass's total, returned through `target`. Called by the whole block; ends on a
+/// barrier.
+template <typename T, typename BinOf, typename MassOf>
+__device__ void histogram_pass(const RowSegment<T>& row, const BinOf& bin_of, const MassOf& mass_of, float top_p,
+                               double& target, NucleusShared& sh) {
+  for (int b = threadIdx.x; b < kMostBins; b += kNucleusThreads) {
+    sh.mass_low[b] = 0;
+    sh.mass_high[b] = 0;
+  }
+  __syncthreads();  // zeroed before any thread adds
+  for_each_element<kStreamUnroll, kStreamTailLoads>(row, threadIdx.x, kNucleusThreads, [&](const auto& group) {
+    using Group = std::decay_t<decltype(group)>;
+#pragma unroll
+    for (int n = 0; n < Group::kRuns; ++n)
+#pragma unroll
+      for (int e = 0; e < Group::kWidth; ++e) {
+        const float x = group.x[n][e];
+        const int bin = bin_of(x);
+        if (bin < 0) continue;
+        const Mass m = mass_of(x);
+        if (m == 0) continue;  // a token without mass never reaches the target first
+        add_mass(sh, static_cast<unsigned>(bin), m);
+      }
+  });
+  __syncthreads();  // every token added
+  // Thread t walks kBinsPerThread bins down from kMostBins - 1 - t x kBinsPerThread; the scan
+  // gives it the mass of the bins above its own.
+  constexpr int kBinsPerThread = kMostBins / kNucleusThreads;
+  const int top = kMostBins - 1 - static_cast<int>(threadIdx.x) * kBinsPerThread;
+  Mass mine = 0;
+#pragma unroll
+  for (int j = 0; j < kBinsPerThread; ++j) mine += bin_mass(sh, top - j);
+  Mass before = 0, total = 0;
+  cub::BlockScan<Mass, kNucleusThreads>(sh.scan).ExclusiveSum(mine, before, total);
+  if (target < 0.0) target = static_cast<double>(top_p) * static_cast<double>(total);
+  // The first bin whose running mass reaches the target: one thread's, one bin. (The target is
+  // above 0 and at most the total, and the running mass only grows.)
+  Mass running = sh.cut_above + before;
+#pragma unroll
+  for (int j = 0; j < kBinsPerThread; ++j) {
+    const Mass m = bin_mass(sh, top - j);
+    if (m > 0 && static_cast<double>(running) < target && static_cast<double>(running + m) >= target) {
+      sh.cut_bin = static_cast<unsigned>(top - j);
+      sh.next_above = running;
+      sh.cut_mass = m;
+    }
+    running += m;
+  }
+  __syncthreads();  // the cut's bin written
+}
+
 /// Where top_p x the row's mass is reached, from the largest logit down, as a key: the tokens at
 /// or above it (make_key order) are the shortest prefix of the contract's order whose mass
 /// reaches it. Called by the whole block; ends on a barrier.
 template <typename T>
 __device__ TopkKey nucleus_cut(const T* logits, int64_t vocab, const Weigher& weigh, float top_p, int shift,
-                               NucleusShared& sh, RowDrawScratch& scratch) {
+                               NucleusShared& sh, RowDrawScratch<kNucleusThreads>& scratch) {
   const RowSegment<T> row(logits, 0, vocab);
-  const auto mass_of = [&](float w) { return static_cast<Mass>(__float2ull_rn(ldexpf(w, shift))); };
-  uint32_t prefix = 0;  // the cut key's bits resolved so far, `resolved` of them
-  int resolved = 0;
-  Mass above = 0;  // the mass of the tokens whose key is above every key with that prefix
-  double target = 0.0;
-  Mass bin_found = 0;  // the mass of the last bin found
-  while (resolved < 32) {
-    const int bits = min(kBinBits, 32 - resolved);
-    const int bins = 1 << bits;
-    const int low_bits = 32 - resolved - bits;  // below this level's
-    for (int b = threadIdx.x; b < bins; b += kThreads) {
-      sh.mass_low[b] = 0;
-      sh.mass_high[b] = 0;
-    }
-    __syncthreads();  // zeroed before any thread adds
-    for_each_element<kStreamUnroll, kStreamTailLoads>(row, threadIdx.x, kThreads, [&](const auto& group) {
-      using Group = std::decay_t<decltype(group)>;
-#pragma unroll
-      for (int n = 0; n < Group::kRuns; ++n)
-#pragma unroll
-        for (int e = 0; e < Group::kWidth; ++e) {
-          const float x = group.x[n][e];
-          const uint32_t key = key_value_bits(x);
-          if (resolved > 0 && (key >> (32 - resolved)) != prefix) continue;
-          const Mass m = mass_of(weigh(x));
-          if (m == 0) continue;  // a token without mass never reaches the target first
-          add_mass(sh, (key >> low_bits) & static_cast<unsigned>(bins - 1), m);
-        }
-    });
-    __syncthreads();  // every token added
-    // Thread t walks bins_per_thread bins down from bins - 1 - t x bins_per_thread; the scan gives
-    // it the mass of the bins above its own.
-    const int bins_per_thread = bins / kThreads;
-    const int top = bins - 1 - static_cast<int>(threadIdx.x) * bins_per_thread;
-    Mass mine = 0;
-    for (int j = 0; j < bins_per_thread; ++j) mine += bin_mass(sh, top - j);
-    Mass before = 0, total = 0;
-    cub::BlockScan<Mass, kThreads>(sh.scan).ExclusiveSum(mine, before, total);
-    if (resolved == 0) target = static_cast<double>(top_p) * static_cast<double>(total);
-    // The first bin whose running mass reaches the target: one thread's, one bin. (The target is
-    // above 0 and at most the total, and the running mass only grows.)
-    Mass running = above + before;
-    for (int j = 0; j < bins_per_thread; ++j) {
-      const Mass m = bin_mass(sh, top - j);
-      if (m > 0 && static_cast<double>(running) < target && static_cast<double>(running + m) >= target) {
-        sh.cut_bin = static_cast<unsigned>(top - j);
-        sh.cut_above = running;
-        sh.cut_mass = m;
-      }
-      running += m;
-    }
-    __syncthreads();  // the cut's bin written
-    prefix = (prefix << bits) | sh.cut_bin;
-    resolved += bits;
-    above = sh.cut_above;
-    bin_found = sh.cut_mass;
-    __syncthreads();  // read before the next level zeroes the bins
+  const auto mass_of = [&](float x) { return static_cast<Mass>(__float2ull_rn(ldexpf(weigh(x), shift))); };
+  if (threadIdx.x == 0) sh.cut_above = 0;  // histogram_pass's first barrier orders it
+  double target = -1.0;
+  histogram_pass(row, [&](float x) { return weight_bin(x, weigh); }, mass_of, top_p, target, sh);
+  // The cut's logit is in a range of dense keys, [lo, hi]; each pass after the first splits it
+  // into at most kMostBins bins of 2^s keys and keeps the one that holds the cut.
+  uint32_t lo = 0, hi = 0;
+  bin_key_range<T>(static_cast<int>(sh.cut_bin), weigh, lo, hi);
+  while (lo < hi) {
+    const uint32_t span = hi - lo;
+    const int s = max(0, 32 - __clz(span) - kBinBits);  // span >> s < kMostBins
+    if (threadIdx.x == 0) sh.cut_above = sh.next_above;
+    histogram_pass(
+        row,
+        [&](float x) {
+          const uint32_t key = dense_key<T>(x);
+          return key >= lo && key <= hi ? static_cast<int>((key - lo) >> s) : -1;
+        },
+        mass_of, top_p, target, sh);
+    const uint64_t first = uint64_t{lo} + (uint64_t{sh.cut_bin} << s);
+    lo = static_cast<uint32_t>(first);
+    hi = static_cast<uint32_t>(min(uint64_t{hi}, first + (uint64_t{1} << s) - 1));
   }
-  // `prefix` is the cut's logit key. The tokens tied there have one weight, so one mass: the
-  // last bin holds at_cut of them. The cut keeps the first n in token order, n the fewest that
-  // reach the target.
-  const Mass each = mass_of(weigh(float_of_ordered_bits(prefix)));
-  const Mass at_cut = bin_found / each;
+  // lo is the cut's logit. The tokens tied there have one weight, so one mass: its bin holds
+  // at_cut of them. The cut keeps the first n in token order, n the fewest that reach the target.
+  const float cut_logit = value_of_dense_key<T>(lo);
+  const uint32_t cut_bits = key_value_bits(cut_logit);
+  const Mass above = sh.next_above;
+  const Mass each = mass_of(cut_logit);
+  const Mass at_cut = sh.cut_mass / each;
   const double need = (target - static_cast<double>(above)) / static_cast<double>(each);
   Mass n = need <= 1.0 ? 1 : min(at_cut, static_cast<Mass>(ceil(need)));
   // The quotient's rounding, undone against the sums themselves.
   while (n > 1 && static_cast<double>(above + (n - 1) * each) >= target) --n;
   while (n < at_cut && static_cast<double>(above + n * each) < target) ++n;
-  const TopkKey value_half = TopkKey{prefix} << 32;
+  const TopkKey value_half = TopkKey{cut_bits} << 32;
   if (n == at_cut) return value_half;  // index bits 0: every tied token
   // The n-th tied token: the first whose running count passes n - 1/2 (counts in double are exact).
   const int64_t nth = first_passing_in_row(
-      logits, vocab, [&](float x, int64_t) { return key_value_bits(x) == prefix ? 1.0f : 0.0f; },
+      logits, vocab, [&](float x, int64_t) { return key_value_bits(x) == cut_bits ? 1.0f : 0.0f; },
       [&](double) { return static_cast<double>(n) - 0.5; }, scratch);
   return value_half | (0xFFFFFFFFu - static_cast<uint32_t>(nth));
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads) sample_nucleus_kernel(SampleProblem problem) {
-  __shared__ BlockArgmaxScratch<kThreads> survey_scratch;
+__global__ void __launch_bounds__(kNucleusThreads) sample_nucleus_kernel(SampleProblem problem) {
+  __shared__ BlockArgmaxScratch<kNucleusThreads> survey_scratch;
   __shared__ NucleusShared sh;
-  __shared__ RowDrawScratch scratch;
+  __shared__ RowDrawScratch<kNucleusThreads> scratch;
   const int64_t row = blockIdx.x;
   const T* logits = row_pointer<T>(problem.logits, row, problem.row_stride);
   const RowSampling p = row_sampling(problem.params, row, static_cast<int32_t>(problem.vocab));
@@ -171,9 +252,9 @@ __global__ void __launch_bounds__(kThreads) sample_nucleus_kernel(SampleProblem 
   // total weight. A greedy row folds at temperature 1, as its weights are not used (at k = 0, an
   // infinite logit would fold as NaN).
   start_block_argmax(survey_scratch);
-  const RunArgmax survey = block_argmax<kThreads>(RowSegment<T>(logits, 0, problem.vocab),
-                                                  p.k_exp > 0.0f ? p.k_exp : static_cast<float>(M_LOG2E), false,
-                                                  nullptr, survey_scratch);
+  const float survey_k = p.k_exp > 0.0f ? p.k_exp : static_cast<float>(M_LOG2E);
+  const RunArgmax survey = block_argmax<kNucleusThreads>(RowSegment<T>(logits, 0, problem.vocab), survey_k, false,
+                                                         nullptr, survey_scratch);
   const RowStatus status = status_of(survey.state);
   if (threadIdx.x == 0) problem.status[row] = static_cast<int32_t>(status);
   if (status != RowStatus::ok) {
@@ -200,7 +281,7 @@ __global__ void __launch_bounds__(kThreads) sample_nucleus_kernel(SampleProblem 
 void launch_sample_nucleus(const SampleProblem& problem, cudaStream_t stream) {
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
-    sample_nucleus_kernel<T><<<static_cast<unsigned>(problem.rows), kThreads, 0, stream>>>(problem);
+    sample_nucleus_kernel<T><<<static_cast<unsigned>(problem.rows), kNucleusThreads, 0, stream>>>(problem);
     SOFTK_CHECK_LAUNCH();
   });
 }

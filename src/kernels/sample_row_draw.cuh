@@ -30,13 +30,14 @@ namespace softk::kernels::sampling {
 constexpr int kSlotLoads = 8;
 /// A row's slots: its head, at most kSlots - 2 chunks of its body, its tail.
 constexpr int kSlots = 1024;
-constexpr int kSlotsPerThread = kSlots / kThreads;
-static_assert(kSlots % kThreads == 0, "a thread takes whole slots in the scan");
 constexpr unsigned kNoSlot = ~0u;
 
+/// The shared memory of first_passing_in_row in a block of kBlockThreads.
+template <int kBlockThreads>
 struct RowDrawScratch {
+  static_assert(kSlots % kBlockThreads == 0, "a thread takes whole slots in the scan");
   double slot_sum[kSlots];
-  typename cub::BlockScan<double, kThreads>::TempStorage scan;
+  typename cub::BlockScan<double, kBlockThreads>::TempStorage scan;
   unsigned passing;        ///< the first slot whose running sum passes the target, or kNoSlot
   unsigned last_weighted;  ///< + 1: the last slot with weight, 0 where none has
   double carry;            ///< the running sum before the slot read again
@@ -104,15 +105,16 @@ __device__ __forceinline__ void visit_slot(const RowSlots<T>& s, int slot, int l
 /// position of the slot the slot sums chose; -1 where no position weighs anything. weight_of
 /// gives each logit x at position i its fp32 weight (>= 0). Called by the whole block; ends on
 /// a barrier.
-template <typename T, typename WeightOf, typename TargetOf>
+template <int kBlockThreads, typename T, typename WeightOf, typename TargetOf>
 __device__ int64_t first_passing_in_row(const T* logits, int64_t vocab, const WeightOf& weight_of,
-                                        const TargetOf& target_of, RowDrawScratch& sc) {
+                                        const TargetOf& target_of, RowDrawScratch<kBlockThreads>& sc) {
   constexpr int W = RowSlots<T>::kWidth;
+  constexpr int kSlotsPerThread = kSlots / kBlockThreads;
   const RowSlots<T> slots(logits, vocab);
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int warp = static_cast<int>(threadIdx.x / 32);
   // 1. Each slot's sum, a warp a slot.
-  for (int slot = warp; slot < slots.slots; slot += kThreads / 32) {
+  for (int slot = warp; slot < slots.slots; slot += kBlockThreads / 32) {
     double lane_sum = 0.0;
     visit_slot(slots, slot, lane, [&](const float (&x)[W], int count, int64_t first) {
 #pragma unroll
@@ -139,7 +141,7 @@ __device__ int64_t first_passing_in_row(const T* logits, int64_t vocab, const We
     run += sums[j];
   }
   double before = 0.0, total = 0.0;
-  cub::BlockScan<double, kThreads>(sc.scan).ExclusiveSum(run, before, total);
+  cub::BlockScan<double, kBlockThreads>(sc.scan).ExclusiveSum(run, before, total);
   const double target = target_of(total);
   double running = before;
   int passing = -1, last_weighted = -1;
@@ -212,15 +214,23 @@ __device__ int64_t first_passing_in_row(const T* logits, int64_t vocab, const We
 
 /// The draw over the whole row in token order, among the tokens whose key is at least `cut` and
 /// whose weight is at least `min_weight`: the first whose running sum passes u x their total.
-/// Called by the whole block.
-template <typename T>
+/// A token's weight is taken only where it may count: at or above the cut, and not more than a
+/// factor of 2 below min_weight by its logit (floor_logit; exp2f's error is 2 ulp), as most of a
+/// row's tokens are outside a nucleus or under min_p. Called by the whole block.
+template <int kBlockThreads, typename T>
 __device__ int64_t draw_over_row(const T* logits, int64_t vocab, TopkKey cut, float min_weight, const Weigher& weigh,
-                                 double u, RowDrawScratch& sc) {
+                                 double u, RowDrawScratch<kBlockThreads>& sc) {
+  // weigh(x) >= min_weight needs (x - max) k >= log2(min_weight); a logit one unit of that below
+  // the bound is far outside rounding (min_weight 0, or a row whose largest is +inf: no floor).
+  const float floor_logit = min_weight > 0.0f && isfinite(weigh.max)
+                                ? weigh.max + (log2f(min_weight) - 1.0f) / weigh.k_exp
+                                : -CUDART_INF_F;
   return first_passing_in_row(
       logits, vocab,
       [&](float x, int64_t i) {
+        if (x < floor_logit || make_key(x, i) < cut) return 0.0f;
         const float w = weigh(x);
-        return make_key(x, i) >= cut && w >= min_weight ? w : 0.0f;
+        return w >= min_weight ? w : 0.0f;
       },
       [&](double total) { return u * total; }, sc);
 }

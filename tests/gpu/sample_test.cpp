@@ -477,14 +477,15 @@ TEST_F(GpuSample, TiesAtATopPCutKeepTheSmallerIndices) {
 // The nucleus kernel's fixed-point masses on long rows, every bound and per-row temperatures:
 // the CPU's tokens, but where u lies within rounding of a boundary. Rows of 2^20 + 3 bf16 tokens
 // weigh x 2^42; rows of 2^22 + 5 fp32 tokens, rows past the first starting off a 16-byte boundary,
-// give the draw's slots several reads of the row each (sample_row_draw.cuh).
+// give the draw's slots several reads of the row each (sample_row_draw.cuh); fp16 rows of 50257
+// take the keys of 19 bits that fp16 logits have (sample_nucleus.cu, dense_key).
 TEST_F(GpuSample, TheNucleusOfALongRowMatchesTheCpu) {
   struct Shape {
     DType dtype;
     int64_t rows, vocab;
   };
-  for (const Shape& shape :
-       {Shape{DType::bf16, 8, (int64_t{1} << 20) + 3}, Shape{DType::f32, 3, (int64_t{1} << 22) + 5}}) {
+  for (const Shape& shape : {Shape{DType::bf16, 8, (int64_t{1} << 20) + 3},
+                             Shape{DType::f32, 3, (int64_t{1} << 22) + 5}, Shape{DType::f16, 8, 50257}}) {
     SCOPED_TRACE(std::string(dtype_name(shape.dtype)) + " V=" + std::to_string(shape.vocab));
     const HostLogits h = make_logits(shape.dtype, shape.rows, 1, shape.vocab, Dist::llm_like);
     const DeviceLogits d = to_device(h, stream());
