@@ -22,8 +22,7 @@ LogitsView largest_batch(const SamplerLimits& limits) {
 }
 
 void validate_limits(const SamplerLimits& limits) {
-  SOFTK_REQUIRE(limits.dtype == DType::f32 || limits.dtype == DType::f16 || limits.dtype == DType::bf16,
-                "limits.dtype must be f32, f16 or bf16", std::to_string(static_cast<int>(limits.dtype)));
+  detail::validate_input_dtype(limits.dtype, "limits.dtype");
   SOFTK_REQUIRE(limits.vocab >= 1 && limits.vocab < (int64_t{1} << 31), "limits.vocab must be in [1, 2^31)",
                 std::to_string(limits.vocab));
   SOFTK_REQUIRE(limits.max_rows >= 1, "limits.max_rows must be >= 1", std::to_string(limits.max_rows));

@@ -30,9 +30,13 @@ void validate_aligned(const void* pointer, const char* name, std::size_t alignme
                 "address % " + std::to_string(alignment) + " = " + std::to_string(offset));
 }
 
+void validate_input_dtype(DType dtype, const char* name) {
+  const auto d = static_cast<int32_t>(dtype);
+  SOFTK_REQUIRE(d >= 0 && d <= 2, std::string(name) + " must be f32, f16 or bf16", std::to_string(d));
+}
+
 void validate_logits_shape(const LogitsView& logits) {
-  const auto d = static_cast<int32_t>(logits.dtype);
-  SOFTK_REQUIRE(d >= 0 && d <= 2, "logits.dtype must be f32, f16 or bf16", std::to_string(d));
+  validate_input_dtype(logits.dtype, "logits.dtype");
   SOFTK_REQUIRE(logits.batch >= 1, "logits.batch must be >= 1", str(logits.batch));
   SOFTK_REQUIRE(logits.steps >= 1, "logits.steps must be >= 1", str(logits.steps));
   SOFTK_REQUIRE(logits.vocab >= 1, "logits.vocab must be >= 1", str(logits.vocab));

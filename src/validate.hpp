@@ -29,6 +29,8 @@ void validate_logits(const LogitsView& logits);
 /// The shape alone (dtype, batch, steps, vocab, stride): what a workspace-size query needs, so a
 /// caller can size workspaces before it has any logits.
 void validate_logits_shape(const LogitsView& logits);
+/// An input dtype softk serves (f32, f16, bf16); `name` names the field in the message.
+void validate_input_dtype(DType dtype, const char* name);
 void validate_temperature(float temperature);
 void validate_k(const LogitsView& logits, int32_t k);
 void validate_out_dtype(const LogitsView& logits, DType out_dtype);
