@@ -78,7 +78,7 @@ void sample(const LogitsView& logits, const SamplingParams& params, int32_t* tok
   const kernels::SampleProblem problem{logits.data, logits.dtype, logits.rows(), logits.vocab, logits.stride(),
                                        w.ranked,    w.k,          status,        params,       tokens};
   if (!ranks_rows(logits, params)) {
-    kernels::launch_sample_nucleus(problem, stream);
+    kernels::launch_sample_nucleus(problem, current_device_info(), stream);
     return;
   }
   topk(logits, w.k, w.probabilities, w.ranked, ranking_options(status), w.topk, w.topk_bytes, stream);

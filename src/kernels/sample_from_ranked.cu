@@ -176,10 +176,10 @@ __global__ void __launch_bounds__(kThreads) sample_from_ranked_kernel(SampleProb
     // Too many to sort here: the candidates are the tokens whose key is at least the last
     // candidate's (where that is a -inf token, -1, the row has fewer finite tokens than
     // candidates, and every token passes: the -inf ones weigh 0), met in token order.
-    __shared__ RowDrawScratch<kThreads> row_scratch;
+    __shared__ RowDrawScratch row_scratch;
     const int32_t last = ranked[count - 1];
     const TopkKey cut = last < 0 ? TopkKey{1} : make_key(to_float(logits[last]), last);
-    token = static_cast<int32_t>(draw_over_row(logits, problem.vocab, cut, 0.0f, weigh, u, row_scratch));
+    token = static_cast<int32_t>(draw_over_row<kThreads>(logits, problem.vocab, cut, 0.0f, weigh, u, row_scratch));
   }
   if (threadIdx.x == 0) problem.tokens[row] = token;
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "device_info.hpp"
 #include "softk/sample.hpp"
 
 namespace softk::kernels {
@@ -27,6 +28,6 @@ struct SampleProblem {
 void launch_sample_from_ranked(const SampleProblem& problem, cudaStream_t stream);
 
 /// `ranked` unused: the nucleus kernel finds each row's status, cut and token from its logits.
-void launch_sample_nucleus(const SampleProblem& problem, cudaStream_t stream);
+void launch_sample_nucleus(const SampleProblem& problem, const DeviceInfo& device, cudaStream_t stream);
 
 }  // namespace softk::kernels

@@ -1,7 +1,7 @@
 // Sampling with no top_k bound (softk/sample.hpp), one block a row, without ranking the row:
-//  1. one pass (K = 1's, block_argmax.cuh) finds the row's largest key (its first token in the
-//     contract's order) and its (m, d), so its RowStatus and about its total weight; a greedy
-//     row ends there;
+//  1. one pass (survey_row) finds the row's largest key (its first token in the contract's
+//     order) and its (m, d), so its RowStatus and about its total weight; a greedy row ends
+//     there;
 //  2. where top_p < 1, the nucleus's cut by mass: histogram passes of the tokens' weights, each
 //     finding the bin that holds the token at which the running mass from the largest logit
 //     down reaches top_p of the row's total. The first pass bins by weight (weight_bin: 32 bins
@@ -19,15 +19,20 @@
 // the total. The draw's sums are in double and in one order (sample_row_draw.cuh).
 // Every pass reads the row in 16-byte vectors with several in flight a thread: one block has a
 // row alone at batch 1, and a pass with one load in flight a thread waited a round trip an
-// element (~110 us a pass over 128256 bf16 logits, H200). The block is 512 threads for the same
-// reason: a pass at batch 1 is bound by the one SM's issue, and 256 threads left it half idle.
+// element (~110 us a pass over 128256 bf16 logits, H200). The block is 512 threads where the rows
+// leave SMs to spare (launch_sample_nucleus), for the same reason: a pass at batch 1 is bound by
+// the one SM's issue, and 256 threads left it half idle.
 #include <cub/block/block_scan.cuh>
 
 #include <type_traits>
 
 #include "cuda_check.hpp"
+#include "device_info.hpp"
 #include "kernels/block_argmax.cuh"
+#include "kernels/online_softmax.cuh"
+#include "kernels/row_slots.cuh"
 #include "kernels/sample_row_draw.cuh"
+#include "kernels/warp_collectives.cuh"
 #include "philox.hpp"
 
 namespace softk::kernels {
@@ -35,30 +40,31 @@ namespace {
 
 using namespace sampling;
 
-constexpr int kNucleusThreads = 512;
 /// Bins of a histogram pass.
 constexpr int kBinBits = 11;
 constexpr int kMostBins = 1 << kBinBits;
-static_assert(kMostBins % kNucleusThreads == 0, "a thread walks whole bins");
 /// The first pass's bins a factor of 2 in weight: its 2048 bins reach weights of 2^-64, below which
 /// a token's mass (x 2^shift, shift <= 62) rounds to 0.
 constexpr float kBinsPerHalving = 32.0f;
 
 using Mass = unsigned long long;
 
+template <int kBlockThreads>
 struct NucleusShared {
+  static_assert(kMostBins % kBlockThreads == 0, "a thread walks whole bins");
   // A bin's mass as two words: 32-bit shared atomics add them (add_mass), where a 64-bit add
   // would be a compare-and-swap loop, slow where tokens crowd a bin.
   unsigned mass_low[kMostBins];
   unsigned mass_high[kMostBins];
-  typename cub::BlockScan<Mass, kNucleusThreads>::TempStorage scan;
+  typename cub::BlockScan<Mass, kBlockThreads>::TempStorage scan;
   Mass cut_above;    ///< the mass of the tokens above every bin of the pass
   unsigned cut_bin;  ///< the bin holding the token that reaches the target
   Mass next_above;   ///< the mass of the tokens above that bin
   Mass cut_mass;     ///< that bin's mass
 };
 
-__device__ __forceinline__ void add_mass(NucleusShared& sh, unsigned bin, Mass m) {
+template <typename Shared>
+__device__ __forceinline__ void add_mass(Shared& sh, unsigned bin, Mass m) {
   const auto low = static_cast<unsigned>(m);
   const unsigned before = atomicAdd(&sh.mass_low[bin], low);
   // The carry out of the low word: each add that wraps it carries one, so the words sum exactly.
@@ -66,7 +72,8 @@ __device__ __forceinline__ void add_mass(NucleusShared& sh, unsigned bin, Mass m
   if (high != 0) atomicAdd(&sh.mass_high[bin], high);
 }
 
-__device__ __forceinline__ Mass bin_mass(const NucleusShared& sh, int bin) {
+template <typename Shared>
+__device__ __forceinline__ Mass bin_mass(const Shared& sh, int bin) {
   return (Mass{sh.mass_high[bin]} << 32) | sh.mass_low[bin];
 }
 
@@ -140,15 +147,15 @@ __device__ __forceinline__ int mass_shift(const SoftmaxState& survey, int64_t vo
 /// of the tokens above every bin), reaches the target. At the first pass (target < 0) the target
 /// is top_p of the pass's total, returned through `target`. Called by the whole block; ends on a
 /// barrier.
-template <typename T, typename BinOf, typename MassOf>
+template <int kBlockThreads, typename T, typename BinOf, typename MassOf>
 __device__ void histogram_pass(const RowSegment<T>& row, const BinOf& bin_of, const MassOf& mass_of, float top_p,
-                               double& target, NucleusShared& sh) {
-  for (int b = threadIdx.x; b < kMostBins; b += kNucleusThreads) {
+                               double& target, NucleusShared<kBlockThreads>& sh) {
+  for (int b = threadIdx.x; b < kMostBins; b += kBlockThreads) {
     sh.mass_low[b] = 0;
     sh.mass_high[b] = 0;
   }
   __syncthreads();  // zeroed before any thread adds
-  for_each_element<kStreamUnroll, kStreamTailLoads>(row, threadIdx.x, kNucleusThreads, [&](const auto& group) {
+  for_each_element<kStreamUnroll, kStreamTailLoads>(row, threadIdx.x, kBlockThreads, [&](const auto& group) {
     using Group = std::decay_t<decltype(group)>;
 #pragma unroll
     for (int n = 0; n < Group::kRuns; ++n)
@@ -165,13 +172,13 @@ __device__ void histogram_pass(const RowSegment<T>& row, const BinOf& bin_of, co
   __syncthreads();  // every token added
   // Thread t walks kBinsPerThread bins down from kMostBins - 1 - t x kBinsPerThread; the scan
   // gives it the mass of the bins above its own.
-  constexpr int kBinsPerThread = kMostBins / kNucleusThreads;
+  constexpr int kBinsPerThread = kMostBins / kBlockThreads;
   const int top = kMostBins - 1 - static_cast<int>(threadIdx.x) * kBinsPerThread;
   Mass mine = 0;
 #pragma unroll
   for (int j = 0; j < kBinsPerThread; ++j) mine += bin_mass(sh, top - j);
   Mass before = 0, total = 0;
-  cub::BlockScan<Mass, kNucleusThreads>(sh.scan).ExclusiveSum(mine, before, total);
+  cub::BlockScan<Mass, kBlockThreads>(sh.scan).ExclusiveSum(mine, before, total);
   if (target < 0.0) target = static_cast<double>(top_p) * static_cast<double>(total);
   // The first bin whose running mass reaches the target: one thread's, one bin. (The target is
   // above 0 and at most the total, and the running mass only grows.)
@@ -192,9 +199,9 @@ __device__ void histogram_pass(const RowSegment<T>& row, const BinOf& bin_of, co
 /// Where top_p x the row's mass is reached, from the largest logit down, as a key: the tokens at
 /// or above it (make_key order) are the shortest prefix of the contract's order whose mass
 /// reaches it. Called by the whole block; ends on a barrier.
-template <typename T>
+template <int kBlockThreads, typename T>
 __device__ TopkKey nucleus_cut(const T* logits, int64_t vocab, const Weigher& weigh, float top_p, int shift,
-                               NucleusShared& sh, RowDrawScratch<kNucleusThreads>& scratch) {
+                               NucleusShared<kBlockThreads>& sh, RowDrawScratch& scratch) {
   const RowSegment<T> row(logits, 0, vocab);
   const auto mass_of = [&](float x) { return static_cast<Mass>(__float2ull_rn(ldexpf(weigh(x), shift))); };
   if (threadIdx.x == 0) sh.cut_above = 0;  // histogram_pass's first barrier orders it
@@ -234,27 +241,89 @@ __device__ TopkKey nucleus_cut(const T* logits, int64_t vocab, const Weigher& we
   const TopkKey value_half = TopkKey{cut_bits} << 32;
   if (n == at_cut) return value_half;  // index bits 0: every tied token
   // The n-th tied token: the first whose running count passes n - 1/2 (counts in double are exact).
-  const int64_t nth = first_passing_in_row(
+  const int64_t nth = first_passing_in_row<kBlockThreads>(
       logits, vocab, [&](float x, int64_t) { return key_value_bits(x) == cut_bits ? 1.0f : 0.0f; },
       [&](double) { return static_cast<double>(n) - 0.5; }, scratch);
   return value_half | (0xFFFFFFFFu - static_cast<uint32_t>(nth));
 }
 
-template <typename T>
-__global__ void __launch_bounds__(kNucleusThreads) sample_nucleus_kernel(SampleProblem problem) {
-  __shared__ BlockArgmaxScratch<kNucleusThreads> survey_scratch;
-  __shared__ NucleusShared sh;
-  __shared__ RowDrawScratch<kNucleusThreads> scratch;
+/// What the survey finds, the same in every thread: the row's (m, d) at the draw's temperature
+/// and its largest key.
+struct RowSurvey {
+  SoftmaxState state;
+  TopkKey best;
+};
+
+struct SurveyScratch {
+  SoftmaxState slot_state[kSlots];
+  TopkKey best;
+  SoftmaxState row;
+};
+
+/// The survey in one read, in the row's slots (row_slots.cuh): each slot's (m, d) folded by a
+/// warp, its lanes' states merged down a fixed tree, the slots' merged by warp 0 in order, so
+/// that d (which sets the masses' shift) has the same bits at every block size, alignment and
+/// batch; the largest key by one shared atomicMax. (One assumption: accumulate's
+/// `sum x rescale + sum` is contracted to an FMA alike in the 256- and 512-thread kernels, as
+/// the same code is; its _rn form would change the top-k kernels' bits too.) Called by the whole
+/// block; ends on a barrier.
+template <int kBlockThreads, typename T>
+__device__ RowSurvey survey_row(const T* logits, int64_t vocab, float k, SurveyScratch& sc) {
+  constexpr int W = kVectorWidth<T>;
+  const RowSlots<T> slots(logits, vocab);
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  if (threadIdx.x == 0) sc.best = kEmptyKey;
+  __syncthreads();  // reset before any thread's atomicMax
+  const auto merge_down_the_warp = [&](SoftmaxState state) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+      const SoftmaxState other{__shfl_down_sync(0xffffffffu, state.max, offset),
+                               __shfl_down_sync(0xffffffffu, state.sum, offset)};
+      state = merge(state, other, k);
+    }
+    return state;  // lane 0's is the warp's
+  };
+  RunningArgmax argmax;  // the runs past the row are -inf at indices past it: a masked row's key is unused
+  for (int slot = warp; slot < slots.slots; slot += kBlockThreads / 32) {
+    SoftmaxState state = empty_state();
+    visit_slot(slots, slot, lane, [&](const RawVector& raw, int, int64_t first) {
+      ElementGroup<1, W> group;
+      fill_runs<T>(group, &raw);
+      group.offset[0] = first;
+      accumulate(state, group, k);
+      argmax.offer(group, 0);
+      return false;
+    });
+    state = merge_down_the_warp(state);
+    if (lane == 0) sc.slot_state[slot] = state;
+  }
+  const TopkKey warp_best = warp_max(argmax.best);
+  if (lane == 0) atomicMax(&sc.best, warp_best);
+  __syncthreads();  // every slot's state and every warp's key in place
+  if (warp == 0) {
+    SoftmaxState state = empty_state();
+    for (int j = 0; j < kSlotsPerLane && lane * kSlotsPerLane + j < slots.slots; ++j)
+      state = merge(state, sc.slot_state[lane * kSlotsPerLane + j], k);
+    state = merge_down_the_warp(state);
+    if (lane == 0) sc.row = state;
+  }
+  __syncthreads();
+  return {sc.row, sc.best};
+}
+
+template <int kBlockThreads, typename T>
+__global__ void __launch_bounds__(kBlockThreads) sample_nucleus_kernel(SampleProblem problem) {
+  __shared__ SurveyScratch survey_scratch;
+  __shared__ NucleusShared<kBlockThreads> sh;
+  __shared__ RowDrawScratch scratch;
   const int64_t row = blockIdx.x;
   const T* logits = row_pointer<T>(problem.logits, row, problem.row_stride);
   const RowSampling p = row_sampling(problem.params, row, static_cast<int32_t>(problem.vocab));
-  // 1. The survey: K = 1's one read (block_argmax.cuh), its (m, d) giving the status and the
-  // total weight. A greedy row folds at temperature 1, as its weights are not used (at k = 0, an
-  // infinite logit would fold as NaN).
-  start_block_argmax(survey_scratch);
+  // 1. The survey: its (m, d) gives the status and the total weight. A greedy row folds at
+  // temperature 1, as its weights are not used (at k = 0, an infinite logit would fold as NaN).
   const float survey_k = p.k_exp > 0.0f ? p.k_exp : static_cast<float>(M_LOG2E);
-  const RunArgmax survey = block_argmax<kNucleusThreads>(RowSegment<T>(logits, 0, problem.vocab), survey_k, false,
-                                                         nullptr, survey_scratch);
+  const RowSurvey survey = survey_row<kBlockThreads>(logits, problem.vocab, survey_k, survey_scratch);
   const RowStatus status = status_of(survey.state);
   if (threadIdx.x == 0) problem.status[row] = static_cast<int32_t>(status);
   if (status != RowStatus::ok) {
@@ -272,16 +341,27 @@ __global__ void __launch_bounds__(kNucleusThreads) sample_nucleus_kernel(SampleP
                                      : kEmptyKey;
   // 3. The draw.
   const double u = detail::sampling_uniform(p.seed, p.offset);
-  const int64_t token = draw_over_row(logits, problem.vocab, cut, p.min_p, weigh, u, scratch);
+  const int64_t token = draw_over_row<kBlockThreads>(logits, problem.vocab, cut, p.min_p, weigh, u, scratch);
   if (threadIdx.x == 0) problem.tokens[row] = static_cast<int32_t>(token);
 }
 
 }  // namespace
 
-void launch_sample_nucleus(const SampleProblem& problem, cudaStream_t stream) {
+void launch_sample_nucleus(const SampleProblem& problem, const DeviceInfo& device, cudaStream_t stream) {
+  // 512 threads a row where the rows leave SMs to spare: a row is then bound by its one SM's
+  // issue. Where they fill the SMs, 256: a 512-thread block (120 registers a thread) is one an
+  // SM, and two 256-thread blocks hide each other's barriers (256 rows of fp32 top_p ran
+  // 0.81-0.96x at 512; bench/RESULTS.md, "Sampling"). Every sum's order is the row's own
+  // (survey_row, sample_row_draw.cuh; the masses are integers), so the choice changes no token.
+  const bool wide = problem.rows < device.sm_count;
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
-    sample_nucleus_kernel<T><<<static_cast<unsigned>(problem.rows), kNucleusThreads, 0, stream>>>(problem);
+    const auto rows = static_cast<unsigned>(problem.rows);
+    if (wide) {
+      sample_nucleus_kernel<512, T><<<rows, 512, 0, stream>>>(problem);
+    } else {
+      sample_nucleus_kernel<256, T><<<rows, 256, 0, stream>>>(problem);
+    }
     SOFTK_CHECK_LAUNCH();
   });
 }
