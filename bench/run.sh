@@ -17,7 +17,7 @@
 #   splitk    issue 4: rows {1,2,4,8,16} x V up to 64M, every K, algorithm and dist
 #   short     256 and 8192 rows of 1000 and 4000 tokens, 16384 rows of 8-256 (MoE routing): auto,
 #             fused and copy, llm logits, every registered K and dtype
-#   sample    softk::sample at rows {1,8,64,256} x V {32000,128256,256000} (llm logits), beside
+#   sample    softk::sample at rows {1,8,64,256} x V {32000,50257,128256,256000} (llm logits), beside
 #             top-k K=50 auto at the same shapes
 #   full      everything (hours: the CUB baselines at large shapes are slow)
 # OUTDIR gets: names.txt (the slice), softk.json, softk.txt (console), torch.json/torch.md if

@@ -698,12 +698,13 @@ void register_topk() {
 
 // Sampling at decode batches: top_k 50 alone and with top_p or min_p (the bound and the draw on
 // top of topk/K:50/auto's ranking at the same shapes), and top_p or min_p with no top_k (K:0),
-// which rank nothing (the nucleus kernel).
+// which rank nothing (the nucleus kernel). V = 50257 puts bf16 rows off 16-byte boundaries,
+// where the row passes read scalars.
 void register_sample() {
   for (DType dt : g_settings.dtypes)
     for (Dist dist : g_settings.dists)
       for (int64_t rows : {1, 8, 64, 256})
-        for (int64_t v : {32000, 128256, 256000}) {
+        for (int64_t v : {32000, 50257, 128256, 256000}) {
           for (const char* bound : {"top_k", "top_p", "min_p"})
             register_case(Case{Kind::sample, dt, dist, rows, v, 50, bound});
           for (const char* bound : {"top_p", "min_p"}) register_case(Case{Kind::sample, dt, dist, rows, v, 0, bound});
