@@ -1,7 +1,7 @@
 // softk::sample. Where a top_k bounds the rows, softk::topk ranks each row's first tokens, then
-// one block a row bounds and draws (kernels/sample_from_ranked.cu); where none does, one block a
-// row finds its nucleus from histograms of its logits and draws (kernels/sample_nucleus.cu),
-// ranking nothing.
+// one block a row bounds and draws (kernels/sample_from_ranked.cu); where none does, a block or a
+// cluster of them a row finds its nucleus from histograms of its logits and draws
+// (kernels/sample_nucleus.cu), ranking nothing.
 #include "softk/sample.hpp"
 
 #include "kernels/sample_launch.hpp"

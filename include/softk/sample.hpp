@@ -62,8 +62,9 @@ std::size_t sample_workspace_size(const LogitsView& logits, const SamplingParams
 /// How: where a top_k bounds the rows (`top_ks`, or a scalar below V), softk::topk ranks each
 /// row's first `top_k` tokens, and one block a row bounds that list by the row's own top_k, top_p
 /// and min_p and draws. With `top_ks`, the scalar top_k bounds every row's value (0: none, and
-/// the whole row is ranked: slower). Where none does, nothing is ranked: one block a row finds
-/// the top_p nucleus from histograms of the row's weights by logit, a few passes over the row.
+/// the whole row is ranked: slower). Where none does, nothing is ranked: one block a row, or a
+/// cluster of up to 16 a row where the batch leaves SMs to spare, finds the top_p nucleus from
+/// histograms of the row's weights by logit, a few passes over the row.
 /// The host cannot read device arrays, so per-row values are not checked there; out of range,
 /// a row takes: a temperature that is not finite, below 0 or below 4.3e-39 but not 0: greedy;
 /// a top_k outside [0, the bound]: the bound; a top_p outside (0, 1]: 1; a min_p outside

@@ -179,7 +179,8 @@ __global__ void __launch_bounds__(kThreads) sample_from_ranked_kernel(SampleProb
     __shared__ RowDrawScratch row_scratch;
     const int32_t last = ranked[count - 1];
     const TopkKey cut = last < 0 ? TopkKey{1} : make_key(to_float(logits[last]), last);
-    token = static_cast<int32_t>(draw_over_row<kThreads>(logits, problem.vocab, cut, 0.0f, weigh, u, row_scratch));
+    token = static_cast<int32_t>(
+        draw_over_row<kThreads>(RowByBlock{}, logits, problem.vocab, cut, 0.0f, weigh, u, row_scratch));
   }
   if (threadIdx.x == 0) problem.tokens[row] = token;
 }

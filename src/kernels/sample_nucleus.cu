@@ -17,20 +17,26 @@
 // that keeps the row's total below 2^62 (mass_shift): shared atomics add integers in any order to
 // the same sums, so the cut is the same in every run, and a token's rounding is at most 2^-63 of
 // the total. The draw's sums are in double and in one order (sample_row_draw.cuh).
-// Every pass reads the row in 16-byte vectors with several in flight a thread: one block has a
-// row alone at batch 1, and a pass with one load in flight a thread waited a round trip an
-// element (~110 us a pass over 128256 bf16 logits, H200). The block is 512 threads where the rows
-// leave SMs to spare (launch_sample_nucleus), for the same reason: a pass at batch 1 is bound by
-// the one SM's issue, and 256 threads left it half idle.
+// Every pass reads the row in 16-byte vectors with several in flight a thread, and a row's team
+// (row_team.cuh) is a cluster of up to 16 CTAs where the batch leaves SMs to spare
+// (launch_sample_nucleus): a pass over a row by one block is bound by its one SM's issue, ~13 us
+// over 128256 bf16 logits at 512 threads (H200). Where the rows fill the SMs, a row has one
+// block of 256 threads. The histogram passes split the row between the team's CTAs in any way
+// (their masses are integers); the survey and the draw visit it in row_slots.cuh's slots, a warp
+// a slot wherever it runs, so every team size gives the same sums.
 #include <cub/block/block_scan.cuh>
 
+#include <algorithm>
+#include <array>
 #include <type_traits>
 
 #include "cuda_check.hpp"
 #include "device_info.hpp"
 #include "kernels/block_argmax.cuh"
+#include "kernels/kernel_launch.hpp"
 #include "kernels/online_softmax.cuh"
 #include "kernels/row_slots.cuh"
+#include "kernels/row_team.cuh"
 #include "kernels/sample_row_draw.cuh"
 #include "kernels/warp_collectives.cuh"
 #include "philox.hpp"
@@ -52,10 +58,11 @@ using Mass = unsigned long long;
 template <int kBlockThreads>
 struct NucleusShared {
   static_assert(kMostBins % kBlockThreads == 0, "a thread walks whole bins");
-  // A bin's mass as two words: 32-bit shared atomics add them (add_mass), where a 64-bit add
-  // would be a compare-and-swap loop, slow where tokens crowd a bin.
+  // A bin's mass in this CTA's part of the row as two words: 32-bit shared atomics add them
+  // (add_mass), where a 64-bit add would be a compare-and-swap loop, slow where tokens crowd a bin.
   unsigned mass_low[kMostBins];
   unsigned mass_high[kMostBins];
+  Mass team_mass[kMostBins];  ///< in a cluster: a bin's mass over the whole row, every CTA's sum (each CTA a copy)
   typename cub::BlockScan<Mass, kBlockThreads>::TempStorage scan;
   Mass cut_above;    ///< the mass of the tokens above every bin of the pass
   unsigned cut_bin;  ///< the bin holding the token that reaches the target
@@ -75,6 +82,14 @@ __device__ __forceinline__ void add_mass(Shared& sh, unsigned bin, Mass m) {
 template <typename Shared>
 __device__ __forceinline__ Mass bin_mass(const Shared& sh, int bin) {
   return (Mass{sh.mass_high[bin]} << 32) | sh.mass_low[bin];
+}
+
+/// This CTA's part of the row for the histogram passes: whole 16-token runs, the CTAs in turn.
+template <typename T, typename Team>
+__device__ __forceinline__ RowSegment<T> team_part(const Team& team, const T* logits, int64_t vocab) {
+  const int64_t part = ((vocab + team.ctas() - 1) / team.ctas() + 15) / 16 * 16;
+  const int64_t begin = min(vocab, team.rank() * part);
+  return RowSegment<T>(logits + begin, begin, min(vocab, begin + part) - begin);
 }
 
 /// The first pass's bin of logit x: kBinsPerHalving bins a factor of 2 in weight below the row's
@@ -145,17 +160,17 @@ __device__ __forceinline__ int mass_shift(const SoftmaxState& survey, int64_t vo
 /// One histogram pass: every token with bin_of(x) >= 0 adds its mass to that bin; then the bin
 /// holding the token at which the running mass, from the top bin down and from `above` (the mass
 /// of the tokens above every bin), reaches the target. At the first pass (target < 0) the target
-/// is top_p of the pass's total, returned through `target`. Called by the whole block; ends on a
-/// barrier.
-template <int kBlockThreads, typename T, typename BinOf, typename MassOf>
-__device__ void histogram_pass(const RowSegment<T>& row, const BinOf& bin_of, const MassOf& mass_of, float top_p,
-                               double& target, NucleusShared<kBlockThreads>& sh) {
+/// is top_p of the pass's total, returned through `target`. Called by every thread of the team,
+/// each CTA counting its `part` of the row; every CTA finds the same bin. Ends on a barrier.
+template <int kBlockThreads, typename Team, typename T, typename BinOf, typename MassOf>
+__device__ void histogram_pass(const Team& team, const RowSegment<T>& part, const BinOf& bin_of, const MassOf& mass_of,
+                               float top_p, double& target, NucleusShared<kBlockThreads>& sh) {
   for (int b = threadIdx.x; b < kMostBins; b += kBlockThreads) {
     sh.mass_low[b] = 0;
     sh.mass_high[b] = 0;
   }
   __syncthreads();  // zeroed before any thread adds
-  for_each_element<kStreamUnroll, kStreamTailLoads>(row, threadIdx.x, kBlockThreads, [&](const auto& group) {
+  for_each_element<kStreamUnroll, kStreamTailLoads>(part, threadIdx.x, kBlockThreads, [&](const auto& group) {
     using Group = std::decay_t<decltype(group)>;
 #pragma unroll
     for (int n = 0; n < Group::kRuns; ++n)
@@ -169,14 +184,27 @@ __device__ void histogram_pass(const RowSegment<T>& row, const BinOf& bin_of, co
         add_mass(sh, static_cast<unsigned>(bin), m);
       }
   });
-  __syncthreads();  // every token added
+  team.sync();  // every CTA's tokens added
+  // The team's mass of each bin: CTA r sums its share of the bins over every CTA and sends the
+  // sums to each. (Integers: any order gives the same sums.) A CTA alone has them already.
+  const bool alone = Team::kOneCta || team.ctas() == 1;
+  if (!alone) {
+    for (int b = team.rank() * kBlockThreads + static_cast<int>(threadIdx.x); b < kMostBins;
+         b += team.ctas() * kBlockThreads) {
+      Mass m = 0;
+      for (int c = 0; c < team.ctas(); ++c) m += bin_mass(*team.at(&sh, c), b);
+      for (int c = 0; c < team.ctas(); ++c) team.at(sh.team_mass, c)[b] = m;
+    }
+    team.sync();  // every bin's sum in every CTA (and every CTA's counts read: they may be cleared)
+  }
+  const auto team_mass = [&](int b) { return alone ? bin_mass(sh, b) : sh.team_mass[b]; };
   // Thread t walks kBinsPerThread bins down from kMostBins - 1 - t x kBinsPerThread; the scan
   // gives it the mass of the bins above its own.
   constexpr int kBinsPerThread = kMostBins / kBlockThreads;
   const int top = kMostBins - 1 - static_cast<int>(threadIdx.x) * kBinsPerThread;
   Mass mine = 0;
 #pragma unroll
-  for (int j = 0; j < kBinsPerThread; ++j) mine += bin_mass(sh, top - j);
+  for (int j = 0; j < kBinsPerThread; ++j) mine += team_mass(top - j);
   Mass before = 0, total = 0;
   cub::BlockScan<Mass, kBlockThreads>(sh.scan).ExclusiveSum(mine, before, total);
   if (target < 0.0) target = static_cast<double>(top_p) * static_cast<double>(total);
@@ -185,7 +213,7 @@ __device__ void histogram_pass(const RowSegment<T>& row, const BinOf& bin_of, co
   Mass running = sh.cut_above + before;
 #pragma unroll
   for (int j = 0; j < kBinsPerThread; ++j) {
-    const Mass m = bin_mass(sh, top - j);
+    const Mass m = team_mass(top - j);
     if (m > 0 && static_cast<double>(running) < target && static_cast<double>(running + m) >= target) {
       sh.cut_bin = static_cast<unsigned>(top - j);
       sh.next_above = running;
@@ -198,15 +226,15 @@ __device__ void histogram_pass(const RowSegment<T>& row, const BinOf& bin_of, co
 
 /// Where top_p x the row's mass is reached, from the largest logit down, as a key: the tokens at
 /// or above it (make_key order) are the shortest prefix of the contract's order whose mass
-/// reaches it. Called by the whole block; ends on a barrier.
-template <int kBlockThreads, typename T>
-__device__ TopkKey nucleus_cut(const T* logits, int64_t vocab, const Weigher& weigh, float top_p, int shift,
-                               NucleusShared<kBlockThreads>& sh, RowDrawScratch& scratch) {
-  const RowSegment<T> row(logits, 0, vocab);
+/// reaches it. Called by every thread of the team; ends on a barrier.
+template <int kBlockThreads, typename Team, typename T>
+__device__ TopkKey nucleus_cut(const Team& team, const T* logits, int64_t vocab, const Weigher& weigh, float top_p,
+                               int shift, NucleusShared<kBlockThreads>& sh, RowDrawScratch& scratch) {
+  const RowSegment<T> part = team_part(team, logits, vocab);
   const auto mass_of = [&](float x) { return static_cast<Mass>(__float2ull_rn(ldexpf(weigh(x), shift))); };
   if (threadIdx.x == 0) sh.cut_above = 0;  // histogram_pass's first barrier orders it
   double target = -1.0;
-  histogram_pass(row, [&](float x) { return weight_bin(x, weigh); }, mass_of, top_p, target, sh);
+  histogram_pass(team, part, [&](float x) { return weight_bin(x, weigh); }, mass_of, top_p, target, sh);
   // The cut's logit is in a range of dense keys, [lo, hi]; each pass after the first splits it
   // into at most kMostBins bins of 2^s keys and keeps the one that holds the cut.
   uint32_t lo = 0, hi = 0;
@@ -216,7 +244,7 @@ __device__ TopkKey nucleus_cut(const T* logits, int64_t vocab, const Weigher& we
     const int s = max(0, 32 - __clz(span) - kBinBits);  // span >> s < kMostBins
     if (threadIdx.x == 0) sh.cut_above = sh.next_above;
     histogram_pass(
-        row,
+        team, part,
         [&](float x) {
           const uint32_t key = dense_key<T>(x);
           return key >= lo && key <= hi ? static_cast<int>((key - lo) >> s) : -1;
@@ -242,8 +270,8 @@ __device__ TopkKey nucleus_cut(const T* logits, int64_t vocab, const Weigher& we
   if (n == at_cut) return value_half;  // index bits 0: every tied token
   // The n-th tied token: the first whose running count passes n - 1/2 (counts in double are exact).
   const int64_t nth = first_passing_in_row<kBlockThreads>(
-      logits, vocab, [&](float x, int64_t) { return key_value_bits(x) == cut_bits ? 1.0f : 0.0f; },
-      [&](double) { return static_cast<double>(n) - 0.5; }, scratch);
+      team, logits, vocab, [&](float x, int64_t) { return key_value_bits(x) == cut_bits ? 1.0f : 0.0f; },
+      [&](double) { return static_cast<double>(n) - 0.5; }, PositionTo::every_cta, scratch);
   return value_half | (0xFFFFFFFFu - static_cast<uint32_t>(nth));
 }
 
@@ -254,27 +282,31 @@ struct RowSurvey {
   TopkKey best;
 };
 
-struct SurveyScratch {
-  SoftmaxState slot_state[kSlots];
-  TopkKey best;
-  SoftmaxState row;
+/// Each slot's (m, d) and each warp's largest key, every CTA a copy.
+template <int kBlockThreads>
+struct SurveySlots {
+  SoftmaxState state[kSlots];
+  TopkKey warp_best[kMostRowCtas * kBlockThreads / 32];  ///< by team_warp
 };
 
 /// The survey in one read, in the row's slots (row_slots.cuh): each slot's (m, d) folded by a
-/// warp, its lanes' states merged down a fixed tree, the slots' merged by warp 0 in order, so
-/// that d (which sets the masses' shift) has the same bits at every block size, alignment and
-/// batch; the largest key by one shared atomicMax. (One assumption: accumulate's
-/// `sum x rescale + sum` is contracted to an FMA alike in the 256- and 512-thread kernels, as
-/// the same code is; its _rn form would change the top-k kernels' bits too.) Called by the whole
-/// block; ends on a barrier.
-template <int kBlockThreads, typename T>
-__device__ RowSurvey survey_row(const T* logits, int64_t vocab, float k, SurveyScratch& sc) {
+/// warp, its lanes' states merged down a fixed tree and sent to every CTA of the team, then the
+/// slots' merged by each CTA's warp 0 in order, so that d (which sets the masses' shift) has the
+/// same bits in every CTA, team, block size, alignment and batch; the largest key sent by each
+/// warp to every CTA, where warp 0 takes the largest. (Not by atomicMax into each CTA: a 64-bit
+/// one into another CTA's shared memory compiles to a compare-and-swap loop that racecheck flags,
+/// and the build that used it drew wrong tokens and faulted on an H200.) One assumption:
+/// accumulate's `sum x rescale + sum` is contracted to an FMA alike in the kernels built for each
+/// team and block size, as the same code is; its _rn form would change the top-k kernels' bits
+/// too. Called by every thread of the team first thing (it holds the team's first barrier); ends
+/// on a barrier.
+template <int kBlockThreads, typename Team, typename T>
+__device__ RowSurvey survey_row(const Team& team, const T* logits, int64_t vocab, float k,
+                                SurveySlots<kBlockThreads>& sc, RowSurvey& result) {
   constexpr int W = kVectorWidth<T>;
   const RowSlots<T> slots(logits, vocab);
   const int lane = static_cast<int>(threadIdx.x % 32);
-  const int warp = static_cast<int>(threadIdx.x / 32);
-  if (threadIdx.x == 0) sc.best = kEmptyKey;
-  __syncthreads();  // reset before any thread's atomicMax
+  team.arrive_at_start();
   const auto merge_down_the_warp = [&](SoftmaxState state) {
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) {
@@ -285,7 +317,8 @@ __device__ RowSurvey survey_row(const T* logits, int64_t vocab, float k, SurveyS
     return state;  // lane 0's is the warp's
   };
   RunningArgmax argmax;  // the runs past the row are -inf at indices past it: a masked row's key is unused
-  for (int slot = warp; slot < slots.slots; slot += kBlockThreads / 32) {
+  bool started = false;  // the wait comes after the first slot's loads, off their path
+  for (int slot = team_warp<kBlockThreads>(team); slot < slots.slots; slot += team_warps<kBlockThreads>(team)) {
     SoftmaxState state = empty_state();
     visit_slot(slots, slot, lane, [&](const RawVector& raw, int, int64_t first) {
       ElementGroup<1, W> group;
@@ -296,73 +329,155 @@ __device__ RowSurvey survey_row(const T* logits, int64_t vocab, float k, SurveyS
       return false;
     });
     state = merge_down_the_warp(state);
-    if (lane == 0) sc.slot_state[slot] = state;
+    if (!started) team.wait_for_start();
+    started = true;
+    if (Team::kOneCta) {
+      if (lane == 0) sc.state[slot] = state;
+    } else {
+      const SoftmaxState slot_state{__shfl_sync(0xffffffffu, state.max, 0), __shfl_sync(0xffffffffu, state.sum, 0)};
+      if (lane < team.ctas()) team.at(sc.state, lane)[slot] = slot_state;  // lane c sends it to CTA c
+    }
   }
+  if (!started) team.wait_for_start();
   const TopkKey warp_best = warp_max(argmax.best);
-  if (lane == 0) atomicMax(&sc.best, warp_best);
-  __syncthreads();  // every slot's state and every warp's key in place
-  if (warp == 0) {
+  if (lane < team.ctas()) team.at(sc.warp_best, lane)[team_warp<kBlockThreads>(team)] = warp_best;
+  team.sync();  // every slot's state and every warp's key in every CTA
+  if (threadIdx.x < 32) {
     SoftmaxState state = empty_state();
     for (int j = 0; j < kSlotsPerLane && lane * kSlotsPerLane + j < slots.slots; ++j)
-      state = merge(state, sc.slot_state[lane * kSlotsPerLane + j], k);
+      state = merge(state, sc.state[lane * kSlotsPerLane + j], k);
     state = merge_down_the_warp(state);
-    if (lane == 0) sc.row = state;
+    TopkKey best = kEmptyKey;
+    for (int w = lane; w < team_warps<kBlockThreads>(team); w += 32) best = max(best, sc.warp_best[w]);
+    best = warp_max(best);
+    if (lane == 0) result = {state, best};
   }
   __syncthreads();
-  return {sc.row, sc.best};
+  return result;
 }
 
-template <int kBlockThreads, typename T>
+/// A CTA's shared memory. The survey's slots are dead before the first histogram pass clears
+/// its counts: every CTA's writes into them come before the survey's team barrier, and its reads
+/// before the block barrier that ends survey_row.
+template <int kBlockThreads>
+struct NucleusKernelShared {
+  union {
+    SurveySlots<kBlockThreads> survey;
+    NucleusShared<kBlockThreads> cut;
+  };
+  RowSurvey row;
+  RowDrawScratch draw;
+};
+
+template <int kBlockThreads, typename T, typename Team>
 __global__ void __launch_bounds__(kBlockThreads) sample_nucleus_kernel(SampleProblem problem) {
-  __shared__ SurveyScratch survey_scratch;
-  __shared__ NucleusShared<kBlockThreads> sh;
-  __shared__ RowDrawScratch scratch;
-  const int64_t row = blockIdx.x;
+  __shared__ NucleusKernelShared<kBlockThreads> sh;
+  const Team team;
+  const int64_t row = team.row();
+  const bool writer = team.rank() == 0 && threadIdx.x == 0;
   const T* logits = row_pointer<T>(problem.logits, row, problem.row_stride);
   const RowSampling p = row_sampling(problem.params, row, static_cast<int32_t>(problem.vocab));
   // 1. The survey: its (m, d) gives the status and the total weight. A greedy row folds at
   // temperature 1, as its weights are not used (at k = 0, an infinite logit would fold as NaN).
   const float survey_k = p.k_exp > 0.0f ? p.k_exp : static_cast<float>(M_LOG2E);
-  const RowSurvey survey = survey_row<kBlockThreads>(logits, problem.vocab, survey_k, survey_scratch);
+  const RowSurvey survey = survey_row<kBlockThreads>(team, logits, problem.vocab, survey_k, sh.survey, sh.row);
   const RowStatus status = status_of(survey.state);
-  if (threadIdx.x == 0) problem.status[row] = static_cast<int32_t>(status);
+  if (writer) problem.status[row] = static_cast<int32_t>(status);
   if (status != RowStatus::ok) {
-    if (threadIdx.x == 0) problem.tokens[row] = -1;
+    if (writer) problem.tokens[row] = -1;
     return;
   }
   if (p.k_exp == 0.0f) {  // greedy: the first token in the contract's order
-    if (threadIdx.x == 0) problem.tokens[row] = key_index(survey.best);
+    if (writer) problem.tokens[row] = key_index(survey.best);
     return;
   }
   const Weigher weigh{key_value(survey.best), p.k_exp};
   // 2. The nucleus's cut.
-  const TopkKey cut = p.top_p < 1.0f ? nucleus_cut(logits, problem.vocab, weigh, p.top_p,
-                                                   mass_shift(survey.state, problem.vocab), sh, scratch)
+  const TopkKey cut = p.top_p < 1.0f ? nucleus_cut(team, logits, problem.vocab, weigh, p.top_p,
+                                                   mass_shift(survey.state, problem.vocab), sh.cut, sh.draw)
                                      : kEmptyKey;
   // 3. The draw.
   const double u = detail::sampling_uniform(p.seed, p.offset);
-  const int64_t token = draw_over_row<kBlockThreads>(logits, problem.vocab, cut, p.min_p, weigh, u, scratch);
-  if (threadIdx.x == 0) problem.tokens[row] = static_cast<int32_t>(token);
+  const int64_t token = draw_over_row<kBlockThreads>(team, logits, problem.vocab, cut, p.min_p, weigh, u, sh.draw);
+  if (writer) problem.tokens[row] = static_cast<int32_t>(token);
+}
+
+/// What a row's cluster wants, a CTA for each: kClusterTokensPerCta tokens where the row may be
+/// cut by mass (a pass over fewer is a round trip and a cluster barrier either way), or 16 slots
+/// where it reads only in slots (the survey and the draw: a warp a slot).
+constexpr int64_t kClusterTokensPerCta = 4096;
+constexpr int kNucleusClusterThreads = 512;
+constexpr int kClusterSlotsPerCta = kNucleusClusterThreads / 32;
+
+template <typename T>
+constexpr auto* kClusterKernel = sample_nucleus_kernel<kNucleusClusterThreads, T, RowByCluster>;
+
+/// How many clusters of 1, 2, 4, 8 and 16 CTAs are resident at once (an H200: 7 of 16); 16 CTAs
+/// is past the portable limit of 8, so it is allowed for each kernel first. Asked once per device.
+struct ResidentClusters {
+  std::array<int, kMostRowCtas + 1> of_size;
+};
+
+const ResidentClusters& resident_clusters() {
+  return cached_per_device<ResidentClusters>([](int) {
+    ResidentClusters resident{};
+    for (DType dtype : {DType::f32, DType::f16, DType::bf16})
+      with_input_type(dtype, [](auto in) {
+        using T = typename decltype(in)::type;
+        SOFTK_CUDA_CHECK(cudaFuncSetAttribute(kClusterKernel<T>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+      });
+    for (int ctas = 1; ctas <= kMostRowCtas; ctas *= 2) {
+      KernelLaunch launch(dim3(static_cast<unsigned>(ctas)), kNucleusClusterThreads, 0, nullptr);
+      launch.cluster(static_cast<unsigned>(ctas));
+      const cudaError_t pending = cudaPeekAtLastError();
+      if (cudaOccupancyMaxActiveClusters(&resident.of_size[ctas], kClusterKernel<float>, &launch.config()) !=
+          cudaSuccess) {
+        if (pending == cudaSuccess) (void)cudaGetLastError();  // a refused size is an answer, not an error to leave
+        resident.of_size[ctas] = 0;
+      }
+    }
+    return resident;
+  });
+}
+
+/// The CTAs of a row's cluster: the largest power of two up to 16 and up to what the row wants,
+/// whose clusters for the whole batch are resident at once (one wave).
+template <typename T>
+int cluster_ctas(const SampleProblem& problem) {
+  const bool may_cut = problem.params.top_ps != nullptr || problem.params.top_p < 1.0f;
+  const int64_t reads = (problem.vocab + RowSlots<T>::kSlotRead - 1) / RowSlots<T>::kSlotRead;
+  const int64_t slots = std::min<int64_t>(kSlots, reads);
+  const int64_t wanted = std::min<int64_t>(
+      kMostRowCtas, may_cut ? problem.vocab / kClusterTokensPerCta
+                                : (slots + kClusterSlotsPerCta - 1) / kClusterSlotsPerCta);
+  const ResidentClusters& resident = resident_clusters();
+  int ctas = 1;
+  while (2 * ctas <= wanted && resident.of_size[2 * ctas] >= problem.rows) ctas *= 2;
+  return ctas;
 }
 
 }  // namespace
 
 void launch_sample_nucleus(const SampleProblem& problem, const DeviceInfo& device, cudaStream_t stream) {
-  // 512 threads a row where the rows leave SMs to spare: a row is then bound by its one SM's
-  // issue. Where they fill the SMs, 256: a 512-thread block (120 registers a thread) is one an
-  // SM, and two 256-thread blocks hide each other's barriers (256 rows of fp32 top_p ran
-  // 0.81-0.96x at 512; bench/RESULTS.md, "Sampling"). Every sum's order is the row's own
-  // (survey_row, sample_row_draw.cuh; the masses are integers), so the choice changes no token.
-  const bool wide = problem.rows < device.sm_count;
+  // A cluster of 512-thread CTAs a row where the rows leave SMs to spare (cluster_ctas: of one
+  // CTA where the row or the batch wants no more). Where they fill the SMs, a block of 256: a
+  // 512-thread block (up to 125 registers a thread) is one an SM, and two 256-thread blocks hide
+  // each other's barriers (256 rows of fp32 top_p ran 0.81-0.96x at 512; bench/RESULTS.md,
+  // "Sampling"). Every sum's order is the row's own (survey_row, sample_row_draw.cuh; the masses
+  // are integers), so the choice changes no token.
+  const bool clustered = problem.rows < device.sm_count && sm90_image_loaded(device);
   with_input_type(problem.dtype, [&](auto in) {
     using T = typename decltype(in)::type;
     const auto rows = static_cast<unsigned>(problem.rows);
-    if (wide) {
-      sample_nucleus_kernel<512, T><<<rows, 512, 0, stream>>>(problem);
+    if (clustered) {
+      const int ctas = cluster_ctas<T>(problem);
+      KernelLaunch launch(dim3(static_cast<unsigned>(ctas), rows), kNucleusClusterThreads, 0, stream);
+      launch.cluster(static_cast<unsigned>(ctas));
+      launch(kClusterKernel<T>, problem);
     } else {
-      sample_nucleus_kernel<256, T><<<rows, 256, 0, stream>>>(problem);
+      sample_nucleus_kernel<256, T, RowByBlock><<<rows, 256, 0, stream>>>(problem);
+      SOFTK_CHECK_LAUNCH();
     }
-    SOFTK_CHECK_LAUNCH();
   });
 }
 

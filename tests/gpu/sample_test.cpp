@@ -8,7 +8,8 @@
 //  - both kernels: top_k bounds (ranked by softk::topk) and none (the nucleus kernel's
 //    histograms: ties at its cut, rows of 2^20 + 3 tokens), and per-row top_ks under no bound;
 //  - softk::reference::sample (CUB-ranked, drawn in double) against both;
-//  - determinism: the same bits twice, and a row's token the same alone and inside a batch;
+//  - determinism: the same bits twice, and a row's token the same alone and inside a batch (a row
+//    over a cluster of CTAs and over one block);
 //  - per-row values out of range take sample.hpp's clamps; bad scalars, a short workspace and
 //    null tokens are refused before anything is written; a CUDA graph replays the op.
 #include <gtest/gtest.h>
@@ -343,6 +344,51 @@ void GpuSample::expect_repeatable_and_independent(bool ranked) {
   }
 }
 
+// A row of a small batch spreads over a cluster of CTAs (8 for a row of 40000 tokens alone:
+// launch_sample_nucleus), a row of a batch past the SM count has one block of 256 threads: on
+// every distribution, with cuts by mass and by min_p, the same status and token either way. And a
+// cut inside a run of tied tokens that spans every CTA's part keeps the CPU's tokens.
+TEST_F(GpuSample, ARowOverAClusterDrawsAsOverABlock) {
+  constexpr int64_t kRows = 200, kVocab = 40000;
+  for (DType dt : {DType::f32, DType::bf16})
+    for (Dist dist : kAllDists) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + dist_name(dist));
+      const HostLogits h = make_logits(dt, kRows, 1, kVocab, dist);
+      RowArrays arrays;
+      for (int64_t r = 0; r < kRows; ++r) {
+        arrays.temperatures.push_back(0.5f + 0.1f * static_cast<float>(r % 10));
+        arrays.top_ps.push_back(r % 3 == 0 ? 1.0f : r % 3 == 1 ? 0.9f : 0.3f);
+        arrays.min_ps.push_back(r % 4 == 0 ? 0.02f : 0.0f);
+        arrays.seeds.push_back(7 + static_cast<uint64_t>(r));
+        arrays.offsets.push_back(static_cast<uint64_t>(r));
+      }
+      const softk::SamplingParams params;
+      const GpuRun batch = run_gpu(to_device(h, stream()), params, arrays, stream());
+      for (int64_t r : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{3}, kRows / 2, kRows - 1}) {
+        const HostLogits one =
+            make_logits_with(dt, 1, 1, kVocab, [&](int64_t, float* x) { std::copy(h.row(r), h.row(r) + kVocab, x); });
+        RowArrays alone;
+        alone.temperatures = {arrays.temperatures[r]};
+        alone.top_ps = {arrays.top_ps[r]};
+        alone.min_ps = {arrays.min_ps[r]};
+        alone.seeds = {arrays.seeds[r]};
+        alone.offsets = {arrays.offsets[r]};
+        const GpuRun single = run_gpu(to_device(one, stream()), params, alone, stream());
+        EXPECT_EQ(single.status[0], batch.status[r]) << "row " << r;
+        EXPECT_EQ(single.tokens[0], batch.tokens[r]) << "row " << r;
+      }
+    }
+  const HostLogits flat =
+      make_logits_with(DType::f32, 1, 1, kVocab, [](int64_t, float* x) { std::fill(x, x + kVocab, 0.5f); });
+  const DeviceLogits d = to_device(flat, stream());
+  softk::SamplingParams half;
+  half.top_p = 0.5f;
+  for (uint64_t offset = 0; offset < 50; ++offset) {
+    half.offset = offset;
+    ASSERT_EQ(run_gpu(d, half, {}, stream()).tokens, run_cpu(flat, half, {}).tokens) << "offset " << offset;
+  }
+}
+
 // Per-row values the host cannot check take sample.hpp's clamps: the same tokens as the values
 // they clamp to.
 TEST_F(GpuSample, OutOfRangePerRowValuesAreClamped) {
@@ -578,9 +624,10 @@ TEST_F(GpuSample, Sanitize_SmallShapes) {
   };
   // Ranked: a short list (a rank a thread) with cuts and without; the general steps (777 tokens
   // ranked: sixteen a thread; 5000: met over the row). The nucleus kernel: with a cut by mass and
-  // min_p, and with none.
+  // min_p, and with none; at 20000 tokens a row over a cluster of 4 CTAs.
   for (const Shape& c : {Shape{777, 8, 0.7f, 0.01f}, Shape{777, 8, 1.0f, 0.0f}, Shape{777, 776, 1.0f, 0.0f},
-                         Shape{5000, 4999, 1.0f, 0.0f}, Shape{777, 0, 0.7f, 0.01f}, Shape{5000, 0, 1.0f, 0.0f}}) {
+                         Shape{5000, 4999, 1.0f, 0.0f}, Shape{777, 0, 0.7f, 0.01f}, Shape{5000, 0, 1.0f, 0.0f},
+                         Shape{20000, 0, 0.7f, 0.01f}}) {
     SCOPED_TRACE("V=" + std::to_string(c.vocab) + " top_k " + std::to_string(c.top_k));
     const HostLogits h = make_logits(DType::f16, 5, 1, c.vocab, Dist::nan_row);
     const DeviceLogits d = to_device(h, stream());
@@ -597,13 +644,16 @@ TEST_F(GpuSample, Sanitize_SmallShapes) {
       }
     }
   }
-  // The nucleus kernel's count of tied tokens: a cut inside a row of one logit.
-  const HostLogits flat =
-      make_logits_with(DType::f16, 2, 1, 777, [](int64_t, float* x) { std::fill(x, x + 777, 0.5f); });
-  softk::SamplingParams half;
-  half.top_p = 0.5f;
-  const GpuRun gpu = run_gpu(to_device(flat, stream()), half, {}, stream());
-  EXPECT_EQ(gpu.tokens, run_cpu(flat, half, {}).tokens);
+  // The nucleus kernel's count of tied tokens: a cut inside a row of one logit, in one CTA and
+  // over a cluster's.
+  for (int64_t vocab : {777, 20000}) {
+    const HostLogits flat =
+        make_logits_with(DType::f16, 2, 1, vocab, [&](int64_t, float* x) { std::fill(x, x + vocab, 0.5f); });
+    softk::SamplingParams half;
+    half.top_p = 0.5f;
+    const GpuRun gpu = run_gpu(to_device(flat, stream()), half, {}, stream());
+    EXPECT_EQ(gpu.tokens, run_cpu(flat, half, {}).tokens) << "V=" << vocab;
+  }
 }
 
 }  // namespace
