@@ -187,7 +187,7 @@ __device__ void histogram_pass(const Team& team, const RowSegment<T>& part, cons
   team.sync();  // every CTA's tokens added
   // The team's mass of each bin: CTA r sums its share of the bins over every CTA and sends the
   // sums to each. (Integers: any order gives the same sums.) A CTA alone has them already.
-  const bool alone = Team::kOneCta || team.ctas() == 1;
+  const bool alone = team.ctas() == 1;
   if (!alone) {
     for (int b = team.rank() * kBlockThreads + static_cast<int>(threadIdx.x); b < kMostBins;
          b += team.ctas() * kBlockThreads) {
