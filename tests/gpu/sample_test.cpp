@@ -107,6 +107,21 @@ GpuRun run_cpu(const HostLogits& h, const softk::SamplingParams& scalars, const 
   return run;
 }
 
+/// Row r of `h` and of `arrays` (each non-empty array's value r), `n` times over: a row drawn
+/// again alone or at another place in a batch.
+HostLogits copies_of_row(const HostLogits& h, int64_t r, int64_t n) {
+  return make_logits_with(h.dtype, n, 1, h.vocab,
+                          [&](int64_t, float* x) { std::copy(h.row(r), h.row(r) + h.vocab, x); });
+}
+RowArrays copies_of_row(const RowArrays& arrays, int64_t r, int64_t n) {
+  const auto copies = [&](const auto& values) {
+    using V = std::decay_t<decltype(values)>;
+    return values.empty() ? V{} : V(static_cast<std::size_t>(n), values[static_cast<std::size_t>(r)]);
+  };
+  return {copies(arrays.temperatures), copies(arrays.top_ps), copies(arrays.min_ps),
+          copies(arrays.top_ks),       copies(arrays.seeds),  copies(arrays.offsets)};
+}
+
 /// Row r's logits as fp32 (the dtype's values), for the exact distribution.
 std::vector<float> row_values(const HostLogits& h, int64_t r) { return {h.row(r), h.row(r) + h.vocab}; }
 
@@ -326,18 +341,8 @@ void GpuSample::expect_repeatable_and_independent(bool ranked) {
   // alone (offset 0) and second in a batch of two (offset 2).
   for (int64_t r : {0, 1, 2, 3, 4, 5, 6, 7, 150, 299}) {
     for (int64_t place : {0, 1}) {
-      const HostLogits few = make_logits_with(DType::bf16, place + 1, 1, 50257, [&](int64_t, float* x) {
-        std::copy(h.row(r), h.row(r) + 50257, x);
-      });
-      RowArrays alone;
-      for (int64_t i = 0; i <= place; ++i) {
-        alone.temperatures.push_back(arrays.temperatures[r]);
-        if (ranked) alone.top_ks.push_back(arrays.top_ks[r]);
-        alone.top_ps.push_back(arrays.top_ps[r]);
-        alone.min_ps.push_back(arrays.min_ps[r]);
-        alone.seeds.push_back(arrays.seeds[r]);
-        alone.offsets.push_back(arrays.offsets[r]);
-      }
+      const HostLogits few = copies_of_row(h, r, place + 1);
+      const RowArrays alone = copies_of_row(arrays, r, place + 1);
       EXPECT_EQ(run_gpu(to_device(few, stream()), params, alone, stream()).tokens[place], first.tokens[r])
           << "row " << r << " at place " << place;
     }
@@ -365,15 +370,8 @@ TEST_F(GpuSample, ARowOverAClusterDrawsAsOverABlock) {
       const softk::SamplingParams params;
       const GpuRun batch = run_gpu(to_device(h, stream()), params, arrays, stream());
       for (int64_t r : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{3}, kRows / 2, kRows - 1}) {
-        const HostLogits one =
-            make_logits_with(dt, 1, 1, kVocab, [&](int64_t, float* x) { std::copy(h.row(r), h.row(r) + kVocab, x); });
-        RowArrays alone;
-        alone.temperatures = {arrays.temperatures[r]};
-        alone.top_ps = {arrays.top_ps[r]};
-        alone.min_ps = {arrays.min_ps[r]};
-        alone.seeds = {arrays.seeds[r]};
-        alone.offsets = {arrays.offsets[r]};
-        const GpuRun single = run_gpu(to_device(one, stream()), params, alone, stream());
+        const GpuRun single =
+            run_gpu(to_device(copies_of_row(h, r, 1), stream()), params, copies_of_row(arrays, r, 1), stream());
         EXPECT_EQ(single.status[0], batch.status[r]) << "row " << r;
         EXPECT_EQ(single.tokens[0], batch.tokens[r]) << "row " << r;
       }
