@@ -349,41 +349,56 @@ void GpuSample::expect_repeatable_and_independent(bool ranked) {
   }
 }
 
-// A row of a small batch spreads over a cluster of CTAs (8 for a row of 40000 tokens alone:
-// launch_sample_nucleus), a row of a batch past the SM count has one block of 256 threads: on
-// every distribution, with cuts by mass and by min_p, the same status and token either way. And a
-// cut inside a run of tied tokens that spans every CTA's part keeps the CPU's tokens.
+// A row of a small batch spreads over a cluster of CTAs (launch_sample_nucleus), a row of a batch
+// past the SM count has one block of 256 threads: on every distribution, with cuts by mass and by
+// min_p, the same status and token either way. A row alone that may be cut takes a CTA for each
+// 4096 tokens (2 at V = 12000, 4 at 20000, 8 at 40000, 16 at 70000); one that may not (no top_ps,
+// top_p 1) a CTA for each 16 slots (fp32: 1 up to 16384 tokens, then 2, 2 and 4; 16 at 2^18). And a cut inside a run of tied tokens that spans
+// every CTA's part keeps the CPU's tokens.
 TEST_F(GpuSample, ARowOverAClusterDrawsAsOverABlock) {
-  constexpr int64_t kRows = 200, kVocab = 40000;
-  for (DType dt : {DType::f32, DType::bf16})
-    for (Dist dist : kAllDists) {
-      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + dist_name(dist));
-      const HostLogits h = make_logits(dt, kRows, 1, kVocab, dist);
-      RowArrays arrays;
-      for (int64_t r = 0; r < kRows; ++r) {
-        arrays.temperatures.push_back(0.5f + 0.1f * static_cast<float>(r % 10));
-        arrays.top_ps.push_back(r % 3 == 0 ? 1.0f : r % 3 == 1 ? 0.9f : 0.3f);
-        arrays.min_ps.push_back(r % 4 == 0 ? 0.02f : 0.0f);
-        arrays.seeds.push_back(7 + static_cast<uint64_t>(r));
-        arrays.offsets.push_back(static_cast<uint64_t>(r));
-      }
-      const softk::SamplingParams params;
-      const GpuRun batch = run_gpu(to_device(h, stream()), params, arrays, stream());
-      for (int64_t r : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{3}, kRows / 2, kRows - 1}) {
-        const GpuRun single =
-            run_gpu(to_device(copies_of_row(h, r, 1), stream()), params, copies_of_row(arrays, r, 1), stream());
-        EXPECT_EQ(single.status[0], batch.status[r]) << "row " << r;
-        EXPECT_EQ(single.tokens[0], batch.tokens[r]) << "row " << r;
+  int sm_count = 0;
+  ASSERT_EQ(cudaSuccess, cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
+  const int64_t rows = std::max<int64_t>(200, sm_count);
+  const auto expect_rows_alone_as_in_batch = [&](DType dt, int64_t vocab, Dist dist) {
+    SCOPED_TRACE(std::string(dtype_name(dt)) + " " + dist_name(dist) + " V=" + std::to_string(vocab));
+    const HostLogits h = make_logits(dt, rows, 1, vocab, dist);
+    RowArrays arrays;
+    for (int64_t r = 0; r < rows; ++r) {
+      arrays.temperatures.push_back(0.5f + 0.1f * static_cast<float>(r % 10));
+      arrays.top_ps.push_back(r % 3 == 0 ? 1.0f : r % 3 == 1 ? 0.9f : 0.3f);
+      arrays.min_ps.push_back(r % 4 == 0 ? 0.02f : 0.0f);
+      arrays.seeds.push_back(7 + static_cast<uint64_t>(r));
+      arrays.offsets.push_back(static_cast<uint64_t>(r));
+    }
+    const softk::SamplingParams params;
+    const GpuRun batch = run_gpu(to_device(h, stream()), params, arrays, stream());
+    for (int64_t r : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{3}, int64_t{6}, rows / 2, rows - 1}) {
+      const DeviceLogits alone = to_device(copies_of_row(h, r, 1), stream());
+      RowArrays values = copies_of_row(arrays, r, 1);
+      const GpuRun single = run_gpu(alone, params, values, stream());
+      EXPECT_EQ(single.status[0], batch.status[r]) << "row " << r;
+      EXPECT_EQ(single.tokens[0], batch.tokens[r]) << "row " << r;
+      if (values.top_ps[0] == 1.0f) {
+        values.top_ps.clear();
+        EXPECT_EQ(run_gpu(alone, params, values, stream()).tokens[0], batch.tokens[r]) << "row " << r << ", no top_ps";
       }
     }
-  const HostLogits flat =
-      make_logits_with(DType::f32, 1, 1, kVocab, [](int64_t, float* x) { std::fill(x, x + kVocab, 0.5f); });
-  const DeviceLogits d = to_device(flat, stream());
-  softk::SamplingParams half;
-  half.top_p = 0.5f;
-  for (uint64_t offset = 0; offset < 50; ++offset) {
-    half.offset = offset;
-    ASSERT_EQ(run_gpu(d, half, {}, stream()).tokens, run_cpu(flat, half, {}).tokens) << "offset " << offset;
+  };
+  for (DType dt : {DType::f32, DType::bf16})
+    for (int64_t vocab : {12000, 20000, 40000, 70000})
+      for (Dist dist : kAllDists) expect_rows_alone_as_in_batch(dt, vocab, dist);
+  for (Dist dist : {Dist::llm_like, Dist::normal}) expect_rows_alone_as_in_batch(DType::f32, int64_t{1} << 18, dist);
+  for (int64_t vocab : {40000, 70000}) {
+    const HostLogits flat =
+        make_logits_with(DType::f32, 1, 1, vocab, [&](int64_t, float* x) { std::fill(x, x + vocab, 0.5f); });
+    const DeviceLogits d = to_device(flat, stream());
+    softk::SamplingParams half;
+    half.top_p = 0.5f;
+    for (uint64_t offset = 0; offset < 50; ++offset) {
+      half.offset = offset;
+      ASSERT_EQ(run_gpu(d, half, {}, stream()).tokens, run_cpu(flat, half, {}).tokens)
+          << "V " << vocab << ", offset " << offset;
+    }
   }
 }
 
@@ -622,10 +637,10 @@ TEST_F(GpuSample, Sanitize_SmallShapes) {
   };
   // Ranked: a short list (a rank a thread) with cuts and without; the general steps (777 tokens
   // ranked: sixteen a thread; 5000: met over the row). The nucleus kernel: with a cut by mass and
-  // min_p, and with none; at 20000 tokens a row over a cluster of 4 CTAs.
+  // min_p, and with none; rows over clusters of 2, 4 and 16 CTAs (10000, 20000 and 70000 tokens).
   for (const Shape& c : {Shape{777, 8, 0.7f, 0.01f}, Shape{777, 8, 1.0f, 0.0f}, Shape{777, 776, 1.0f, 0.0f},
                          Shape{5000, 4999, 1.0f, 0.0f}, Shape{777, 0, 0.7f, 0.01f}, Shape{5000, 0, 1.0f, 0.0f},
-                         Shape{20000, 0, 0.7f, 0.01f}}) {
+                         Shape{10000, 0, 0.7f, 0.01f}, Shape{20000, 0, 0.7f, 0.01f}, Shape{70000, 0, 0.7f, 0.01f}}) {
     SCOPED_TRACE("V=" + std::to_string(c.vocab) + " top_k " + std::to_string(c.top_k));
     const HostLogits h = make_logits(DType::f16, 5, 1, c.vocab, Dist::nan_row);
     const DeviceLogits d = to_device(h, stream());
