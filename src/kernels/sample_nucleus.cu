@@ -141,8 +141,8 @@ __device__ void bin_key_range(int bin, const Weigher& weigh, uint32_t& lo, uint3
     uint64_t low, high;
     int bin;
   };
-  Search searches[2] = {{dense_key<T>(-CUDART_INF_F), uint64_t{dense_key<T>(CUDART_INF_F)} + 1, bin},
-                        {dense_key<T>(-CUDART_INF_F), uint64_t{dense_key<T>(CUDART_INF_F)} + 1, bin + 1}};
+  const uint64_t first_key = dense_key<T>(-CUDART_INF_F), past_last_key = uint64_t{dense_key<T>(CUDART_INF_F)} + 1;
+  Search searches[2] = {{first_key, past_last_key, bin}, {first_key, past_last_key, bin + 1}};
   while (searches[0].low < searches[0].high || searches[1].low < searches[1].high) {
 #pragma unroll
     for (Search& s : searches) {

@@ -353,8 +353,8 @@ void GpuSample::expect_repeatable_and_independent(bool ranked) {
 // past the SM count has one block of 256 threads: on every distribution, with cuts by mass and by
 // min_p, the same status and token either way. A row alone that may be cut takes a CTA for each
 // 4096 tokens (2 at V = 12000, 4 at 20000, 8 at 40000, 16 at 70000); one that may not (no top_ps,
-// top_p 1) a CTA for each 16 slots (fp32: 1 up to 16384 tokens, then 2, 2 and 4; 16 at 2^18). And a cut inside a run of tied tokens that spans
-// every CTA's part keeps the CPU's tokens.
+// top_p 1) a CTA for each 16 slots (fp32: 1 up to 16384 tokens, then 2, 2 and 4; 16 at 2^18). And
+// a cut inside a run of tied tokens that spans every CTA's part keeps the CPU's tokens.
 TEST_F(GpuSample, ARowOverAClusterDrawsAsOverABlock) {
   int sm_count = 0;
   ASSERT_EQ(cudaSuccess, cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
