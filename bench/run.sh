@@ -17,6 +17,8 @@
 #   splitk    issue 4: rows {1,2,4,8,16} x V up to 64M, every K, algorithm and dist
 #   short     256 and 8192 rows of 1000 and 4000 tokens, 16384 rows of 8-256 (MoE routing): auto,
 #             fused and copy, llm logits, every registered K and dtype
+#   matrix    issue 3's bench matrix under auto only, both dists (with TORCH=1: its 10x-torch line
+#             at every shape): rows {1,8,64,256,1024} x V {32000..1048576} x K {1,50,256,1024}
 #   sample    softk::sample at rows {1,8,64,256} x V {32000,50257,128256,256000} (llm logits), beside
 #             top-k K=50 auto at the same shapes
 #   full      everything (hours: the CUB baselines at large shapes are slow)
@@ -41,9 +43,10 @@ slice_filter() {
     topk) echo '^topk/[a-z0-9]+/[a-z]+/(rows:(1|8|64|128|256|1024)/V:(32000|50257|128256|151936|201088|256000|1048576)|rows:(8|64|256|512|1024|2048|8192)/V:(1000|2000|4000|8000|16000)|rows:16384/V:(8|64|128|256))/' ;;
     splitk) echo '^topk/[a-z0-9]+/[a-z]+/rows:(1|2|4|8|16)/' ;;
     short) echo '^topk/[a-z0-9]+/llm/(rows:(256|8192)/V:(1000|4000)|rows:16384/V:(8|64|128|256))/K:[0-9]+/(auto|fused|copy)/' ;;
+    matrix) echo '^topk/(f32|bf16)/[a-z]+/rows:(1|8|64|256|1024)/V:(32000|50257|128256|151936|201088|256000|1048576)/K:(1|50|256|1024)/auto/' ;;
     sample) echo '^(sample/[a-z0-9]+/llm/|topk/[a-z0-9]+/llm/rows:(1|8|64|256)/V:(32000|128256|256000)/K:50/auto/)' ;;
     full) echo '.' ;;
-    *) echo "run.sh: unknown slice '$1' (headline, softmax, topk, splitk, short, sample, full)" >&2; return 2 ;;
+    *) echo "run.sh: unknown slice '$1' (headline, softmax, topk, splitk, short, matrix, sample, full)" >&2; return 2 ;;
   esac
 }
 

@@ -58,7 +58,7 @@ namespace {
 
 /// Whether one row of this (V, dtype, K) runs as one thread-block cluster under split-k.
 bool row_takes_a_cluster(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
-  return kernels::topk_cluster_waves(1, vocab, dtype, k, device, kernels::SplitSizing::per_row) != 0;
+  return kernels::topk_cluster_batch(1, vocab, dtype, k, device, kernels::SplitSizing::per_row).waves != 0;
 }
 
 bool split_k_row_pays(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
@@ -67,43 +67,78 @@ bool split_k_row_pays(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& d
   return row_bytes >= (short_rows_pay ? 64000 : 128000);
 }
 
-/// The most rows split-k may take outside one wave of clusters (in two launches among them).
-int64_t split_k_max_rows(const DeviceInfo& device) { return device.sm_count / 4; }
+/// Past SMs / 8 rows, a batch that takes clusters runs them rather than a block per row where the
+/// clusters are wide, or where they run in one wave and the block would take the fused core
+/// (H200, one run, 2026-12-02 15:18, auto with the choice forced). Narrow clusters in one wave
+/// against a block that reads its row once: 64 x 32000 (2 CTAs) 0.86-0.93x f32, 0.97-1.00x bf16
+/// at K 50-1024; 64 x 50257 bf16 0.80-0.94x; 32 x 32000 (3 CTAs) K = 256 0.90x; 128 x 32000 (1 CTA)
+/// 0.57-0.85x. Against the fused core: 64 x 50257 f32 K = 256 1.21x (15.27 us against 18.53),
+/// K = 1024 1.14x; but in two waves 0.68x (128 x 50257 f32 K = 256: 29.11 us against 19.89; the
+/// A/B of 15:36). Clusters of 4 CTAs or more won at 16 rows (16 x 32000 K = 50-1024 1.09-1.20x);
+/// rows 17-30, which take them past SMs / 8, were not measured.
+constexpr int kWideClusterCtas = 4;
+bool clusters_beat_blocks(const kernels::TopkClusterBatch& clusters, int64_t vocab, DType dtype, int32_t k) {
+  return clusters.ctas >= kWideClusterCtas ||
+         (clusters.waves == 1 && !kernels::topk_fused_reads_row_once(vocab, dtype, k));
+}
+
+/// The most rows split-k runs in two launches (chunks over every SM, then a merge: topk_split_k.cu)
+/// rather than a block per row, where the batch takes no clusters (H200, one run, 2026-12-02
+/// 15:18, auto with the choice forced; block per row / two launches, above 1 the two launches
+/// faster):
+///  - K = 1, rows of at least kTwoLaunchArgmaxMinTokens, up to SMs / 2 rows: 64 x 50257 1.07x f32,
+///    1.10x bf16; 64 x 128256-1M 1.20-1.30x f32, 1.44-1.74x bf16; 32 x 128256-256000 1.23-1.84x.
+///    Shorter rows keep the block: 64 x 32000 0.86x f32, 0.97x bf16; 32 x 32000 f32 0.89x.
+///  - 1 < K <= 256 up to SMs / 8 rows, whatever the row (16 x 201088-256000 K = 50 1.06-1.56x, 16 x
+///    1M 2.36-2.74x); up to SMs / 4 rows, rows of at least kTwoLaunchMinRowBytes (32 x 151936-256000
+///    f32 K = 50 1.06-1.30x, 32 x 256000 bf16 1.15x, 32 x 201088-256000 f32 K = 256 1.09-1.22x; but
+///    32 x 128256-151936 bf16 K = 50 0.82-0.89x, 32 x 201088 bf16 K = 256 1.00x);
+///  - K > 256 up to SMs / 8 rows, rows of at least kTwoLaunchLargeKMinRowBytes (16 x 201088-256000
+///    f32 K = 1024 1.11-1.26x; but 16 x 201088-256000 bf16 0.82-0.92x);
+///  - any K up to SMs / 2 rows, rows of at least kTwoLaunchAnyRowsMinRowBytes (64 x 1M 1.20-1.29x f32,
+///    1.06-1.29x bf16; 32 x 1M K = 1024 1.77x f32, 1.32x bf16; but 32 x 128256-256000 f32 K = 1024
+///    0.68-0.92x, 64 x 256000 f32 K = 50 1.00x, K = 1024 0.95x).
+constexpr int64_t kTwoLaunchArgmaxMinTokens = 40000;
+constexpr int64_t kTwoLaunchMinRowBytes = 480 * 1024;
+constexpr int64_t kTwoLaunchLargeKMinRowBytes = 768 * 1024;
+constexpr int64_t kTwoLaunchAnyRowsMinRowBytes = 2 * 1024 * 1024;
+constexpr int32_t kTwoLaunchLargeK = 256;
+int64_t two_launch_max_rows(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
+  const int64_t sms = device.sm_count;
+  const int64_t row_bytes = vocab * static_cast<int64_t>(dtype_size(dtype));
+  if (k == 1) return vocab >= kTwoLaunchArgmaxMinTokens ? sms / 2 : 0;
+  if (row_bytes >= kTwoLaunchAnyRowsMinRowBytes) return sms / 2;
+  if (k > kTwoLaunchLargeK) return row_bytes >= kTwoLaunchLargeKMinRowBytes ? sms / 8 : 0;
+  return row_bytes >= kTwoLaunchMinRowBytes ? sms / 4 : sms / 8;
+}
 
 }  // namespace
 
 int64_t max_split_k_topk_rows(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
-  return k <= kMaxFastTopK && split_k_row_pays(vocab, dtype, k, device) ? split_k_max_rows(device) : 0;
+  return k <= kMaxFastTopK && split_k_row_pays(vocab, dtype, k, device) ? two_launch_max_rows(vocab, dtype, k, device)
+                                                                         : 0;
 }
 
-// Which rows take split-k, by how its batch runs (H100, one run, fused against split-k under
-// `automatic`, V 32000-256000, K 1-1024; bench/RESULTS.md):
-//  - up to SMs / 8 rows, always: 1.09-2.65x over fused at 16 rows, in one or two waves of
-//    clusters or in two launches;
-//  - at any row count, where the batch runs in one wave of clusters: 64 x 32000 f32 K = 50 18.2 ->
-//    12.0 us, 64 x 50257 bf16 K = 256 27.3 -> 17.2 (2-CTA clusters; 1.27-1.75x at 64 rows, and
-//    128 x 32000 in 1-CTA clusters 1.06-1.31x); in three waves (64 x 128256-256000, 4-CTA
-//    clusters) split-k took 1.25-1.7x longer. K = 1, whose kernel has no threshold to agree on,
-//    pays in up to three waves up to SMs / 2 rows (H200, against the one-read block argmax of
-//    23b3128: 64 x 128256 1.05x f32, 1.18x bf16; 64 x 32000 0.97x / 1.06x), but not past them,
-//    where the blocks alone fill the SMs (128 x 32000 in 2-CTA clusters 0.81x f32, 0.78x bf16);
-//    in four or five waves 0.54-0.98x (64 x 151936, 128 x 50257 on; H100, against the fused core);
-//  - up to SMs / 4 rows otherwise, except 16-bit logits of a row one cluster holds, whose block
-//    per row streams half the bytes: 32 x 201088-256000 bf16 K = 50-256 in three waves of
-//    clusters 0.88-0.96x, and K = 1024 in two launches 0.64-0.85x (32 x 128256 bf16: 58.2 us vs
-//    fused 37.3); fp32 gains 1.02-1.31x there, bf16 in two waves 1.03-1.12x, and rows too long
-//    for a cluster gain in two launches (32 x 2^20 bf16 K = 1024: 87.4 us vs fused 146.7).
+// Split-k in clusters where its batch takes them (topk_cluster_batch: its waves by K, its bytes at
+// K = 1), up to SMs / 8 rows always (1.09-2.65x over a block per row at 16 rows, H100; at 8 rows
+// 1.0-2.3x, H200, 2026-12-02), past it where clusters_beat_blocks; else split-k's two launches up
+// to two_launch_max_rows, else a block per row. Before 2026-12-02 (bench/RESULTS.md, "Top-k
+// dispatch"), clusters took every batch in one wave and K = 1 in up to three, and the two launches
+// up to SMs / 4 rows (fp32, or 16-bit rows one cluster holds in two waves): in the run that
+// replaced it, 128 x 32000 K = 1024 took 25.78 us in 1-CTA clusters against 14.85 for a block per
+// row, 32 x 128256 f32 K = 1024 38.86 us in two launches against 26.47, 32 x 256000 f32 K = 50
+// 30.95 us in three waves of clusters against 19.27, and 64 x 256000 bf16 K = 1 22.90 us a block
+// per row against 13.10.
 TopkAlgorithm choose_topk_algorithm(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
   if (k > kMaxFastTopK) return TopkAlgorithm::radix_select;
   if (!split_k_row_pays(vocab, dtype, k, device)) return TopkAlgorithm::fused;
-  if (rows <= device.sm_count / 8) return TopkAlgorithm::split_k;
-  if (k == 1 && rows > device.sm_count / 2) return TopkAlgorithm::fused;
-  const int64_t waves = kernels::topk_cluster_waves(rows, vocab, dtype, k, device, kernels::SplitSizing::per_batch);
-  const int64_t max_waves = k == 1 ? 3 : 1;
-  if (waves != 0 && waves <= max_waves) return TopkAlgorithm::split_k;
-  if (rows > split_k_max_rows(device)) return TopkAlgorithm::fused;  // split_k_row_pays held above
-  const bool half_bytes_pay = waves == 2 || !row_takes_a_cluster(vocab, dtype, k, device);
-  return dtype_size(dtype) == 4 || half_bytes_pay ? TopkAlgorithm::split_k : TopkAlgorithm::fused;
+  const kernels::TopkClusterBatch clusters =
+      kernels::topk_cluster_batch(rows, vocab, dtype, k, device, kernels::SplitSizing::per_batch);
+  if (clusters.waves != 0) {
+    const bool take_clusters = rows <= device.sm_count / 8 || clusters_beat_blocks(clusters, vocab, dtype, k);
+    return take_clusters ? TopkAlgorithm::split_k : TopkAlgorithm::fused;
+  }
+  return rows <= two_launch_max_rows(vocab, dtype, k, device) ? TopkAlgorithm::split_k : TopkAlgorithm::fused;
 }
 
 // Short rows (at most 32 KB, K <= 64: topk_warp_row.cu). Block per row / warp per row, H100, K 1

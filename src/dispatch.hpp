@@ -20,7 +20,7 @@ bool warp_rows_pay(int64_t rows, int64_t vocab, DType dtype, int32_t k, const De
 
 /// The most rows for which choose_topk_algorithm may pick split-k in two launches (with a
 /// workspace) for this (V, dtype, K); 0 if never. Past it, split-k is picked only where the batch
-/// runs in one wave of clusters (K = 1: up to three), which needs none. A workspace sized for
+/// takes clusters (kernels::topk_cluster_batch), which need none. A workspace sized for
 /// `automatic` covers split-k at this many rows, so that sizing once for the largest batch also
 /// serves every smaller one.
 int64_t max_split_k_topk_rows(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device);

@@ -115,16 +115,31 @@ constexpr int kNarrowSharedElements = 64;
 /// us in two launches -> 14.10).
 constexpr unsigned kLeaderSortMaxCandidates = 256;
 
-/// Past this K, `automatic` takes the cluster form only where the batch runs in one wave of
-/// clusters (cluster_plan_for).
+/// Under `automatic`, a batch at 1 < K <= kOneWaveClusterMaxK takes clusters only in one wave of
+/// them, at K up to kMultiWaveClusterMaxK in up to kMultiWaveClusterMaxWaves, and past it in one;
+/// more waves take split-k's two launches instead, whose chunks stream over every SM, and up to
+/// K = 64 read their spans once (cluster_plan_for). Against the two
+/// launches (H200, one run, 2026-12-02 15:18, auto with the choice forced): K = 50 in two waves
+/// 0.73-0.85x (16 x 201088 f32 18.92 us against 14.87, 16 x 256000 bf16 19.04 against 15.26), in
+/// more 0.62-0.89x (32 x 256000 f32 30.95 against 19.27); K = 256 in two waves 1.03-1.14x (16 x
+/// 201088 bf16 20.81 against 24.18, 32 x 128256 f32 22.17 against 24.06), in more 0.80-0.90x (32 x
+/// 201088-256000 f32); K = 1024 in two waves two launches took 37.1 us at 16 x 256000 f32, where
+/// ranking across the cluster in two waves took 47.5 (H100).
+constexpr int32_t kOneWaveClusterMaxK = 64;
 constexpr int32_t kMultiWaveClusterMaxK = 256;
+constexpr int64_t kMultiWaveClusterMaxWaves = 2;
 /// A cluster runs on one GPC, whose share of the memory system bounds how fast it streams a row:
-/// under `automatic`, up to kEverySmArgmaxMaxRows rows of K = 1 longer than this take split-k's two
-/// launches, whose chunks stream over every SM, instead (1 x 256000 f32 5.30 -> 4.84 us, 1 x 201088
-/// f32 4.92 -> 4.78; but 1 x 151936 f32 4.41 -> 4.62, and bf16 0.84-0.94x up to 256000 tokens;
-/// H200, one run).
+/// under `automatic`, a lone row of K = 1 longer than kClusterArgmaxMaxRowBytes, or a batch of
+/// more than kClusterArgmaxMaxBatchBytes, takes split-k's two launches, whose chunks stream over
+/// every SM, instead. One row: 1 x 256000 f32 5.30 -> 4.84 us, 1 x 201088 f32 4.92 -> 4.78; but 1
+/// x 151936 f32 4.41 -> 4.62, and bf16 0.84-0.94x up to 256000 tokens (H200, one run). Batches
+/// (H200, one run, 2026-12-02 15:18, auto with the choice forced): past 4 MiB 1.03-1.75x (8 x
+/// 201088 f32 6.58 -> 6.23 us, 16 x 151936 bf16 7.27 -> 6.26, 32 x 256000 f32 16.88 -> 12.32, 64 x
+/// 256000 bf16 22.90 -> 13.10, where the clusters took up to three waves), 8 x 151936 f32 (4.6 MiB)
+/// 0.99x; up to it the clusters win (8 x 128256 f32 4.99 us against 5.55, 16 x 128256 bf16 5.56
+/// against 5.92, 32 x 32000 f32 4.83 against 5.72).
 constexpr int64_t kClusterArgmaxMaxRowBytes = 768 * 1024;
-constexpr int64_t kEverySmArgmaxMaxRows = 1;
+constexpr int64_t kClusterArgmaxMaxBatchBytes = 4 * 1024 * 1024;
 
 /// Where a CTA sits: its row's cluster, its rank there (the leader's is 0) and its row.
 struct ClusterCta {
@@ -572,26 +587,34 @@ ClusterTopkPlan cluster_size_for(int64_t rows, int64_t vocab, DType dtype, int32
   return best;
 }
 
+/// Whether `automatic` streams a K = 1 batch over every SM in split-k's two launches rather than
+/// in clusters (kClusterArgmaxMaxRowBytes, kClusterArgmaxMaxBatchBytes).
+bool argmax_batch_takes_every_sm(int64_t rows, int64_t vocab, DType dtype) {
+  const int64_t row_bytes = vocab * static_cast<int64_t>(dtype_size(dtype));
+  return rows == 1 ? row_bytes > kClusterArgmaxMaxRowBytes : rows * row_bytes > kClusterArgmaxMaxBatchBytes;
+}
+
 /// cluster_size_for, and how the row's winners are sorted: by the leader alone up to
 /// kLeaderSortMaxCandidates candidates, else across the cluster (finish_across_cluster), which
 /// holds every CTA to the end. So where the batch takes more than one wave, whose next clusters
 /// start on the SMs the other CTAs leave while the leader sorts, and in a cluster of one CTA,
 /// the leader sorts them all: 16 x 256000 f32 K = 256 (9-CTA clusters, two waves) took 34.7 us
-/// across the cluster against 29.6 at the leader (H100, one run). Past kMultiWaveClusterMaxK
-/// there, `automatic` takes the two-launch form instead (K = 1024: 37.1 us, where ranking
-/// across the cluster in two waves took 47.5; the leader's sort of ~1800 keys is unmeasured);
-/// forced split_k keeps the cluster, so that a row's bits never depend on its batch. So too for
-/// a lone long row at K = 1, which `automatic` streams over every SM (kClusterArgmaxMaxRowBytes).
+/// across the cluster against 29.6 at the leader (H100, one run). Under `automatic` a batch in more
+/// waves than its K allows (kMultiWaveClusterMaxWaves), or a K = 1 batch that
+/// argmax_batch_takes_every_sm names, takes the two-launch form instead; forced split_k keeps the cluster, so that a row's bits never
+/// depend on its batch.
 ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
                                  SplitSizing sizing) {
-  const bool over_every_sm = k == 1 && sizing == SplitSizing::per_batch && rows <= kEverySmArgmaxMaxRows &&
-                                   vocab * static_cast<int64_t>(dtype_size(dtype)) > kClusterArgmaxMaxRowBytes;
-  if (over_every_sm) return kNoPlan;
+  const bool per_batch = sizing == SplitSizing::per_batch;
+  if (k == 1 && per_batch && argmax_batch_takes_every_sm(rows, vocab, dtype)) return kNoPlan;
   const ClusterLimits& limits = cluster_limits(device);
   ClusterTopkPlan plan = cluster_size_for(rows, vocab, dtype, k, limits, sizing);
   if (plan.ctas == 0) return kNoPlan;
   const bool one_wave = rows <= limits.resident[plan.ctas];
-  if (!one_wave && k > kMultiWaveClusterMaxK && sizing == SplitSizing::per_batch) return kNoPlan;
+  if (k > 1 && per_batch) {
+    const int64_t max_waves = k > kOneWaveClusterMaxK && k <= kMultiWaveClusterMaxK ? kMultiWaveClusterMaxWaves : 1;
+    if (rows > max_waves * limits.resident[plan.ctas]) return kNoPlan;
+  }
   // Two K = 1 CTAs fit an SM, and the clusters of a small batch then share SMs: held one CTA an
   // SM, a batch that still runs in one wave streams over twice the SMs (4 rows of 32000-256000
   // 1.10-1.22x, 8 of 32000 1.21x; 1, 2 and 16-64 rows 0.99-1.02x; H200, one run). The bits do
@@ -605,12 +628,12 @@ ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32
 
 }  // namespace
 
-int64_t topk_cluster_waves(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
-                           SplitSizing sizing) {
+TopkClusterBatch topk_cluster_batch(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
+                                    SplitSizing sizing) {
   const ClusterTopkPlan plan = cluster_plan_for(rows, vocab, dtype, k, device, sizing);
-  if (plan.ctas == 0) return 0;
+  if (plan.ctas == 0) return {0, 0};
   const int64_t resident = cluster_limits(device).resident_for(k)[plan.ctas];
-  return resident > 0 ? (rows + resident - 1) / resident : std::numeric_limits<int64_t>::max();
+  return {plan.ctas, resident > 0 ? (rows + resident - 1) / resident : std::numeric_limits<int64_t>::max()};
 }
 
 void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,

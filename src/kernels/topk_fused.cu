@@ -201,6 +201,11 @@ bool rows_take_vector_maxima(const TopkProblem& problem) {
 
 }  // namespace
 
+bool topk_fused_reads_row_once(int64_t vocab, DType dtype, int32_t k) {
+  if (k == 1 || takes_spans(vocab, k) || topk_sorted_row_fits(vocab, k)) return true;
+  return k > kMaxSpanTopK && vocab * static_cast<int64_t>(dtype_size(dtype)) <= kVectorMaximaMaxVectors * 16;
+}
+
 void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,
                        bool warp_rows, SplitSizing sizing) {
   if (warp_rows && topk_warp_row_fits(problem.vocab, problem.dtype, problem.k)) {

@@ -34,6 +34,11 @@ enum class SplitSizing;
 /// depend on the row count.
 void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,
                        bool warp_rows, SplitSizing sizing);
+/// Whether a block per row reads its row once: the argmax at K = 1, spans at 1 < K <= 64
+/// (takes_spans), and past K = 64 a whole-row sort, slotted seeds or vector maxima (rows of at
+/// most 128 KB); else the fused core, which reads a prefix first and lists candidates as it
+/// streams the rest.
+bool topk_fused_reads_row_once(int64_t vocab, DType dtype, int32_t k);
 
 /// The warp-per-row kernel (topk_warp_row.cu) serves K up to its in-warp sort's 64 keys, on rows
 /// of at most kWarpRowMaxBytes. A warp's time grows with the row where a block's barely does:
@@ -64,23 +69,28 @@ enum class SplitSizing {
               ///< core counts the rows resident at once rather than a full wave of them
 };
 
-/// Split-k top-k, k <= kMaxFastTopK. A row that fits one thread-block cluster (topk_cluster_waves)
+/// Split-k top-k, k <= kMaxFastTopK. A row that fits one thread-block cluster (topk_cluster_batch)
 /// runs in one launch with no workspace (topk_cluster.cu); a longer one as a chunk kernel and a
 /// merge kernel, with the workspace from the size query (topk_split_k.cu). The query takes the
-/// sizing the launch will: under per_batch, K > 256 in a batch of more than one wave of clusters
-/// takes the two launches.
+/// sizing the launch will: under per_batch, a batch in more waves of clusters than its K allows
+/// takes the two launches (topk_cluster_batch).
 std::size_t topk_split_k_workspace_size(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
                                         SplitSizing sizing);
 void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, void* workspace,
                          const LaunchContext& launch, SplitSizing sizing);
 
-/// The waves of clusters in which split-k runs `rows` rows as one cluster a row
-/// (topk_cluster.cu); 0 where it takes the two launches instead. A row takes a cluster where it
-/// fits the cluster's registers on this device (sm_90+), and, under per_batch sizing past K = 256,
-/// where the batch then runs in one wave. Counted as the kernel that K takes is resident (the
-/// K = 1 kernel holds twice the clusters at once).
-int64_t topk_cluster_waves(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
-                           SplitSizing sizing);
+/// How split-k runs `rows` rows as one cluster a row (topk_cluster.cu): `ctas` a cluster, in
+/// `waves` waves of them; both 0 where it takes the two launches instead. A row takes a cluster
+/// where it fits the cluster's registers on this device (sm_90+), and, under per_batch sizing,
+/// where the batch then runs in as many waves as its K allows (one, or two at 64 < K <= 256) and,
+/// at K = 1, holds at most 4 MiB of logits (a lone row at most 768 KB). Waves are counted as the
+/// kernel that K takes is resident (the K = 1 kernel holds twice the clusters at once).
+struct TopkClusterBatch {
+  int ctas;
+  int64_t waves;
+};
+TopkClusterBatch topk_cluster_batch(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
+                                    SplitSizing sizing);
 void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,
                          SplitSizing sizing);
 

@@ -601,17 +601,17 @@ std::size_t per_row_plan_bytes(int64_t rows, int64_t vocab, int32_t k, int sm_co
 
 std::size_t topk_split_k_workspace_size(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
                                         SplitSizing sizing) {
-  // Under `automatic` a batch in clusters may still hold fewer rows that take two launches
-  // (kEverySmArgmaxMaxRows), and its workspace serves every smaller batch.
-  const bool all_in_clusters = topk_cluster_waves(rows, vocab, dtype, k, device, sizing) != 0 &&
-                               topk_cluster_waves(1, vocab, dtype, k, device, sizing) != 0;
+  // Under `automatic` a batch in clusters may still hold fewer rows that take two launches (a lone
+  // long row at K = 1: topk_cluster_batch), and its workspace serves every smaller batch.
+  const bool all_in_clusters = topk_cluster_batch(rows, vocab, dtype, k, device, sizing).waves != 0 &&
+                               topk_cluster_batch(1, vocab, dtype, k, device, sizing).waves != 0;
   if (all_in_clusters) return 0;
   return per_row_plan_bytes(rows, vocab, k, device.sm_count);
 }
 
 void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, void* workspace,
                          const LaunchContext& launch, SplitSizing sizing) {
-  if (topk_cluster_waves(problem.rows, problem.vocab, problem.dtype, problem.k, device, sizing) != 0) {
+  if (topk_cluster_batch(problem.rows, problem.vocab, problem.dtype, problem.k, device, sizing).waves != 0) {
     launch_topk_cluster(problem, device, launch, sizing);
     return;
   }

@@ -10,13 +10,13 @@
 //                        chunks); strided / misaligned layouts with log-probs; temperature
 //   Batch/TopkSplitK     rows 8-32 at V <= 256000, where auto may take narrower clusters, and
 //                        rows 4-24 at V >= 2^20+3 (one 2^22+3), where it takes longer chunks;
-//                        rows 64-128 of 16001-128256, which auto runs in one wave of clusters
-//                        (K = 1: up to three); 65539 short rows, past a grid's 65535
+//                        rows 16-128 of 16001-2^20, which auto runs in clusters, a block per row
+//                        or two launches (dispatch.cpp); 65539 short rows, past a grid's 65535
 //   Huge/TopkSplitK      V = 2^24+3 on the inputs that stress the merge, V = 2^26 (K = 50,
 //                        f32 llm_like and bf16 normal; two rows of crowded tied winners, which
 //                        overflow a span chunk's gather), and the merge's bin of the K-th key
 //                        overflowing (heavy tails, ties)
-//   Sanitize/TopkSplitK  34 small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
+//   Sanitize/TopkSplitK  35 small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
 //                        through both forms (one cluster a row, two launches)
 // plus TopkSplitKWorkspace (too-small / null workspace), TopkSplitKDispatch (auto keeps room
 // for split-k when a single row is long) and TopkSplitKGridRuns (batches launched in runs of
@@ -276,16 +276,25 @@ std::vector<TopkCase> batch_cases() {
     if (d != Dist::llm_like) add(out, DType::f32, 200003, 8, 50, d);  // llm_like: above
   add(out, DType::f32, 200003, 8, 1024, Dist::llm_like);
   add(out, DType::bf16, 256000, 8, 1024, Dist::llm_like);
-  // Past SMs / 8 rows auto takes split-k where the batch runs in one wave of clusters (K = 1: up
-  // to three; src/dispatch.cpp). On 132 SMs: 64 rows of 32000 in 2-CTA clusters (K = 1024 ranked
-  // across both CTAs; K = 1 in two waves of 4-CTA ones), 64 of 50257 bf16 in 2-CTA clusters holding their chunks in shared memory,
-  // 128 of 32000 bf16 in 1-CTA clusters (shared memory, the leader sorts), 96 of 16001 in 1-CTA
-  // clusters holding the row in registers, ties and NaN rows among them; at K = 1, 64 rows of
-  // 128256 bf16 in three waves of 8-CTA clusters and 128 of 32000 with a NaN row.
+  // Past SMs / 8 rows auto takes clusters of 4 CTAs or more, and narrower ones only where a block
+  // per row would take the fused core; else split-k's two launches up to SMs / 2 rows where the
+  // rows are long enough, else a block per row (src/dispatch.cpp). On 132 SMs: 64 rows of 32000
+  // f32 and of 50257 bf16 a block each (they read their rows once), 64 of 50257 f32 at K = 256 in
+  // 2-CTA clusters holding their chunks in shared memory, 128 of 32000 bf16 and 96 of 16001 at
+  // K = 16 (ties and NaN rows) a block each, by spans; in two launches: K = 1 on 64 rows of 128256 bf16 and
+  // 50257 f32 (batches past 4 MiB), 32 of 151936 f32 at K = 50 (8 chunks a row), 32 of 256000
+  // bf16 at K = 256, 16 of 201088 f32 at K = 1024 and 40 of 1M bf16 at K = 50; 128 of 32000 at
+  // K = 1 with a NaN row a block each.
   for (int32_t k : {1, 50, 1024}) add(out, DType::f32, 32000, 64, k, Dist::llm_like);
   add(out, DType::bf16, 50257, 64, 256, Dist::normal);
+  add(out, DType::f32, 50257, 64, 256, Dist::llm_like);
   add(out, DType::bf16, 32000, 128, 50, Dist::llm_like);
   add(out, DType::bf16, 128256, 64, 1, Dist::llm_like);
+  add(out, DType::f32, 50257, 64, 1, Dist::nan_row);
+  add(out, DType::f32, 151936, 32, 50, Dist::llm_like);
+  add(out, DType::bf16, 256000, 32, 256, Dist::adversarial_stride);
+  add(out, DType::f32, 201088, 16, 1024, Dist::llm_like);
+  add(out, DType::bf16, kV1M, 40, 50, Dist::constant);
   add(out, DType::f32, 32000, 128, 1, Dist::nan_row);
   for (Dist d : {Dist::constant, Dist::nan_row, Dist::adversarial_stride})
     add(out, DType::f32, 16001, 96, 16, d);
@@ -361,9 +370,10 @@ std::vector<TopkCase> huge_cases() {
 // clusters on an H100 / H200: the leader sorts ~1500 keys), 16 rows of 128256 and 19 of 256000 on a misaligned base
 // (8 CTAs a row on an H200, ~128 KB a CTA in shared memory) through `automatic` in narrower
 // clusters (on a device holding fewer than 16 clusters of 16), the K = 1 kernel on a masked
-// row and on +inf at a misaligned base, and `automatic` past SMs / 4 rows in one wave of
-// clusters: 128 misaligned rows of 32000 bf16 in 1-CTA clusters (shared memory), and 64 rows of
-// 32000 f32 at K = 1024 in 2-CTA clusters. The bounded kernel (1 < K <= 64, cluster_bounded.cuh)
+// row and on +inf at a misaligned base, and `automatic` past SMs / 8 rows: 64 rows of 50257 f32
+// in one wave of 2-CTA clusters holding their chunks in shared memory (K = 256 sorted by the
+// leader, a misaligned base; K = 1024 ranked across both CTAs), and 40 rows of 50257 f32 at K = 1
+// in two launches. The bounded kernel (1 < K <= 64, cluster_bounded.cuh)
 // on LLM-like logits at a misaligned base (every CTA sends its keys above the bound to every
 // other), a constant bf16 row at K = 64 (every CTA meets more keys than its region holds and
 // selects its own top K), an ascending row (the bound from the first CTAs' low keys: the last CTAs
@@ -401,8 +411,9 @@ std::vector<TopkCase> sanitize_cases() {
   one(TopkImpl::split_k, DType::bf16, 151936, 1, 1024, Dist::ascending, {});
   one(TopkImpl::split_k, DType::f32, 128256, 8, 1024, Dist::llm_like, {});
   one(TopkImpl::split_k, DType::f32, 32000, 4, 256, Dist::llm_like, {});  // ranked across the cluster
-  one(TopkImpl::automatic, DType::bf16, 32000, 128, 50, Dist::llm_like, Layout{0, 1});
-  one(TopkImpl::automatic, DType::f32, 32000, 64, 1024, Dist::llm_like, {});
+  one(TopkImpl::automatic, DType::f32, 50257, 64, 256, Dist::llm_like, Layout{0, 1});
+  one(TopkImpl::automatic, DType::f32, 50257, 64, 1024, Dist::llm_like, {});
+  one(TopkImpl::automatic, DType::f32, 50257, 40, 1, Dist::nan_row, Layout{0, 1});
   one(TopkImpl::split_k, DType::f32, 128256, 1, 50, Dist::llm_like, Layout{0, 1});
   one(TopkImpl::split_k, DType::bf16, 128256, 1, 64, Dist::constant, {});
   one(TopkImpl::split_k, DType::f32, 151936, 1, 50, Dist::ascending, {});
@@ -485,7 +496,8 @@ TEST_F(TopkSplitKDispatch, AutoKeepsRoomForSplitKOnOneLongRow) {
 
 // A workspace sized for a batch serves every smaller batch under auto (topk.hpp), also where the
 // batch runs in clusters (no workspace) and one row takes two launches (K = 1 past 768 KB a row:
-// topk_cluster.cu, kClusterArgmaxMaxRowBytes).
+// topk_cluster.cu, kClusterArgmaxMaxRowBytes), and where the batch takes a block per row while
+// fewer rows take two launches (dispatch.cpp, two_launch_max_rows).
 TEST_F(TopkSplitKDispatch, AutoWorkspaceForABatchServesEverySmallerBatch) {
   for (DType dt : {DType::f32, DType::bf16})
     for (int64_t V : {int64_t{128256}, int64_t{201088}, int64_t{256000}, kV1M})
@@ -496,7 +508,7 @@ TEST_F(TopkSplitKDispatch, AutoWorkspaceForABatchServesEverySmallerBatch) {
         v.vocab = V;
         v.batch = 1;
         const std::size_t one_row = softk::topk_workspace_size(v, k, {});
-        for (int64_t rows : {2, 4, 8, 16}) {
+        for (int64_t rows : {2, 4, 8, 16, 32, 64}) {
           v.batch = rows;
           EXPECT_GE(softk::topk_workspace_size(v, k, {}), one_row)
               << dtype_name(dt) << " V=" << V << " K=" << k << ": " << rows << " rows' workspace is short for one";
