@@ -48,24 +48,13 @@ SoftmaxAlgorithm choose_softmax_algorithm(int64_t rows, int64_t vocab, DType dty
 }
 
 // Top-k (bench/RESULTS.md "Top-k dispatch"): K past the fused path's limit goes to radix
-// select. Split-k pays for itself once a row is long enough; 32000 is the shortest V measured,
-// and split-k wins there except at K > 256 in bf16 in two launches (H200):
-//  - from 64000 bytes a row (1 x 32000 bf16, K = 50: split-k 11.1 us vs fused 19.6; K = 256:
-//    15.3 vs 28.6; K = 1024 where the row takes one cluster: 14.9 vs 22.8 on an H100);
-//  - K > 256 in two launches (no cluster for the row): from 128000 bytes (1 x 32000 f32, K =
-//    1024: split-k 26.6 us vs fused 33.8; 1 x 32000 bf16, 64000 bytes: fused 31.7 vs 34.3).
+// select. Split-k pays for itself once a row is long enough; 32000 is the shortest V measured:
+// from 64000 bytes a row (1 x 32000 bf16, K = 50: split-k 11.1 us vs fused 19.6; K = 256: 15.3 vs
+// 28.6; K = 1024 where the row takes one cluster: 14.9 vs 22.8 on an H100). Past K = 256 in two
+// launches (no cluster for the row) longer rows still: two_launch_max_rows.
 namespace {
 
-/// Whether one row of this (V, dtype, K) runs as one thread-block cluster under split-k.
-bool row_takes_a_cluster(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
-  return kernels::topk_cluster_batch(1, vocab, dtype, k, device, kernels::SplitSizing::per_row).waves != 0;
-}
-
-bool split_k_row_pays(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
-  const int64_t row_bytes = vocab * static_cast<int64_t>(dtype_size(dtype));
-  const bool short_rows_pay = k <= 256 || row_takes_a_cluster(vocab, dtype, k, device);
-  return row_bytes >= (short_rows_pay ? 64000 : 128000);
-}
+bool split_k_row_pays(int64_t vocab, DType dtype) { return vocab * static_cast<int64_t>(dtype_size(dtype)) >= 64000; }
 
 /// Past SMs / 8 rows, a batch that takes clusters runs them rather than a block per row where the
 /// clusters are wide, or where they run in one wave and the block would take the fused core
@@ -94,13 +83,16 @@ bool clusters_beat_blocks(const kernels::TopkClusterBatch& clusters, int64_t voc
 ///    f32 K = 50 1.06-1.30x, 32 x 256000 bf16 1.15x, 32 x 201088-256000 f32 K = 256 1.09-1.22x; but
 ///    32 x 128256-151936 bf16 K = 50 0.82-0.89x, 32 x 201088 bf16 K = 256 1.00x);
 ///  - K > 256 up to SMs / 8 rows, rows of at least kTwoLaunchLargeKMinRowBytes (16 x 201088-256000
-///    f32 K = 1024 1.11-1.26x; but 16 x 201088-256000 bf16 0.82-0.92x);
+///    f32 K = 1024 1.11-1.26x; but 16 x 201088-256000 bf16 0.82-0.92x), and a lone row of at least
+///    kTwoLaunchLargeKLoneRowBytes (1 x 32000 f32 K = 1024: 26.6 us against 33.8, 1 x 32000 bf16,
+///    64000 bytes: 34.3 against 31.7; H100, d983c79, before the clusters took such rows);
 ///  - any K up to SMs / 2 rows, rows of at least kTwoLaunchAnyRowsMinRowBytes (64 x 1M 1.20-1.29x f32,
 ///    1.06-1.29x bf16; 32 x 1M K = 1024 1.77x f32, 1.32x bf16; but 32 x 128256-256000 f32 K = 1024
 ///    0.68-0.92x, 64 x 256000 f32 K = 50 1.00x, K = 1024 0.95x).
 constexpr int64_t kTwoLaunchArgmaxMinTokens = 40000;
 constexpr int64_t kTwoLaunchMinRowBytes = 480 * 1024;
 constexpr int64_t kTwoLaunchLargeKMinRowBytes = 768 * 1024;
+constexpr int64_t kTwoLaunchLargeKLoneRowBytes = 128000;
 constexpr int64_t kTwoLaunchAnyRowsMinRowBytes = 2 * 1024 * 1024;
 constexpr int32_t kTwoLaunchLargeK = 256;
 int64_t two_launch_max_rows(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
@@ -108,15 +100,15 @@ int64_t two_launch_max_rows(int64_t vocab, DType dtype, int32_t k, const DeviceI
   const int64_t row_bytes = vocab * static_cast<int64_t>(dtype_size(dtype));
   if (k == 1) return vocab >= kTwoLaunchArgmaxMinTokens ? sms / 2 : 0;
   if (row_bytes >= kTwoLaunchAnyRowsMinRowBytes) return sms / 2;
-  if (k > kTwoLaunchLargeK) return row_bytes >= kTwoLaunchLargeKMinRowBytes ? sms / 8 : 0;
+  if (k > kTwoLaunchLargeK)
+    return row_bytes >= kTwoLaunchLargeKMinRowBytes ? sms / 8 : row_bytes >= kTwoLaunchLargeKLoneRowBytes ? 1 : 0;
   return row_bytes >= kTwoLaunchMinRowBytes ? sms / 4 : sms / 8;
 }
 
 }  // namespace
 
 int64_t max_split_k_topk_rows(int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
-  return k <= kMaxFastTopK && split_k_row_pays(vocab, dtype, k, device) ? two_launch_max_rows(vocab, dtype, k, device)
-                                                                         : 0;
+  return k <= kMaxFastTopK && split_k_row_pays(vocab, dtype) ? two_launch_max_rows(vocab, dtype, k, device) : 0;
 }
 
 // Split-k in clusters where its batch takes them (topk_cluster_batch: its waves by K, its bytes at
@@ -131,9 +123,11 @@ int64_t max_split_k_topk_rows(int64_t vocab, DType dtype, int32_t k, const Devic
 // per row against 13.10.
 TopkAlgorithm choose_topk_algorithm(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device) {
   if (k > kMaxFastTopK) return TopkAlgorithm::radix_select;
-  if (!split_k_row_pays(vocab, dtype, k, device)) return TopkAlgorithm::fused;
+  if (!split_k_row_pays(vocab, dtype)) return TopkAlgorithm::fused;
   const kernels::TopkClusterBatch clusters =
       kernels::topk_cluster_batch(rows, vocab, dtype, k, device, kernels::SplitSizing::per_batch);
+  // Clusters that lose to a block are under 4 CTAs a row, so rows of under ~400 KB, which past
+  // SMs / 8 rows take two launches only at K = 1, whose clusters are never that narrow.
   if (clusters.waves != 0) {
     const bool take_clusters = rows <= device.sm_count / 8 || clusters_beat_blocks(clusters, vocab, dtype, k);
     return take_clusters ? TopkAlgorithm::split_k : TopkAlgorithm::fused;

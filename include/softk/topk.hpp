@@ -29,8 +29,8 @@ namespace softk {
 ///                  256K fp32 or 512K fp16 / bf16 tokens) runs in one launch, its chunks
 ///                  agreeing on a threshold through distributed shared memory (no workspace;
 ///                  under `automatic`, at 1 < K <= 64 and K > 256 only in a batch the clusters
-///                  take in one wave, at K <= 256 in up to two, at K = 1 in a batch of up to
-///                  4 MiB; past SMs / 8 rows, only in clusters of 4 CTAs or more, or in one
+///                  take in one wave, at 64 < K <= 256 in up to two, at K = 1 in up to three
+///                  and a batch of up to 4 MiB; past SMs / 8 rows, only in clusters of 4 CTAs or more, or in one
 ///                  wave where a block per row would not read its row once).
 ///                  Otherwise a chunk writes its (m, d) and a list of keys holding its local
 ///                  top-K to the workspace, and a second launch merges them.

@@ -116,22 +116,24 @@ constexpr int kNarrowSharedElements = 64;
 constexpr unsigned kLeaderSortMaxCandidates = 256;
 
 /// Under `automatic`, a batch at 1 < K <= kOneWaveClusterMaxK takes clusters only in one wave of
-/// them, at K up to kMultiWaveClusterMaxK in up to kMultiWaveClusterMaxWaves, and past it in one;
-/// more waves take split-k's two launches instead, whose chunks stream over every SM, and up to
-/// K = 64 read their spans once (cluster_plan_for). Against the two
-/// launches (H200, one run, 2026-12-02 15:18, auto with the choice forced): K = 50 in two waves
-/// 0.73-0.85x (16 x 201088 f32 18.92 us against 14.87, 16 x 256000 bf16 19.04 against 15.26), in
-/// more 0.62-0.89x (32 x 256000 f32 30.95 against 19.27); K = 256 in two waves 1.03-1.14x (16 x
-/// 201088 bf16 20.81 against 24.18, 32 x 128256 f32 22.17 against 24.06), in more 0.80-0.90x (32 x
-/// 201088-256000 f32); K = 1024 in two waves two launches took 37.1 us at 16 x 256000 f32, where
-/// ranking across the cluster in two waves took 47.5 (H100).
+/// them, at K up to kMultiWaveClusterMaxK in up to kMultiWaveClusterMaxWaves, past it in one, and
+/// at K = 1 in up to kArgmaxClusterMaxWaves; more waves leave the batch to split-k's two launches,
+/// whose chunks stream over every SM (and up to K = 64 read their spans once), or to a block per
+/// row (dispatch.cpp). Against the two launches (H200, one run, 2026-12-02 15:18, auto with the
+/// choice forced): K = 50 in two waves 0.73-0.85x (16 x 201088 f32 18.92 us against 14.87, 16 x
+/// 256000 bf16 19.04 against 15.26), in more 0.62-0.89x (32 x 256000 f32 30.95 against 19.27);
+/// K = 256 in two waves 1.03-1.14x (16 x 201088 bf16 20.81 against 24.18, 32 x 128256 f32 22.17
+/// against 24.06), in more 0.80-0.90x (32 x 201088-256000 f32); K = 1024 in two waves two launches
+/// took 37.1 us at 16 x 256000 f32, where ranking across the cluster in two waves took 47.5 (H100).
+/// K = 1 in four or five waves ran 0.54-0.98x a block per row (64 x 151936, 128 x 50257 on; H100).
 constexpr int32_t kOneWaveClusterMaxK = 64;
 constexpr int32_t kMultiWaveClusterMaxK = 256;
 constexpr int64_t kMultiWaveClusterMaxWaves = 2;
+constexpr int64_t kArgmaxClusterMaxWaves = 3;
 /// A cluster runs on one GPC, whose share of the memory system bounds how fast it streams a row:
 /// under `automatic`, a lone row of K = 1 longer than kClusterArgmaxMaxRowBytes, or a batch of
-/// more than kClusterArgmaxMaxBatchBytes, takes split-k's two launches, whose chunks stream over
-/// every SM, instead. One row: 1 x 256000 f32 5.30 -> 4.84 us, 1 x 201088 f32 4.92 -> 4.78; but 1
+/// more than kClusterArgmaxMaxBatchBytes, leaves the clusters to split-k's two launches, whose
+/// chunks stream over every SM, or to a block per row (dispatch.cpp). One row: 1 x 256000 f32 5.30 -> 4.84 us, 1 x 201088 f32 4.92 -> 4.78; but 1
 /// x 151936 f32 4.41 -> 4.62, and bf16 0.84-0.94x up to 256000 tokens (H200, one run). Batches
 /// (H200, one run, 2026-12-02 15:18, auto with the choice forced): past 4 MiB 1.03-1.75x (8 x
 /// 201088 f32 6.58 -> 6.23 us, 16 x 151936 bf16 7.27 -> 6.26, 32 x 256000 f32 16.88 -> 12.32, 64 x
@@ -587,6 +589,12 @@ ClusterTopkPlan cluster_size_for(int64_t rows, int64_t vocab, DType dtype, int32
   return best;
 }
 
+/// The most waves of clusters a batch of K = k takes under `automatic` (kOneWaveClusterMaxK).
+int64_t max_cluster_waves(int32_t k) {
+  if (k == 1) return kArgmaxClusterMaxWaves;
+  return k > kOneWaveClusterMaxK && k <= kMultiWaveClusterMaxK ? kMultiWaveClusterMaxWaves : 1;
+}
+
 /// Whether `automatic` streams a K = 1 batch over every SM in split-k's two launches rather than
 /// in clusters (kClusterArgmaxMaxRowBytes, kClusterArgmaxMaxBatchBytes).
 bool argmax_batch_takes_every_sm(int64_t rows, int64_t vocab, DType dtype) {
@@ -600,9 +608,9 @@ bool argmax_batch_takes_every_sm(int64_t rows, int64_t vocab, DType dtype) {
 /// start on the SMs the other CTAs leave while the leader sorts, and in a cluster of one CTA,
 /// the leader sorts them all: 16 x 256000 f32 K = 256 (9-CTA clusters, two waves) took 34.7 us
 /// across the cluster against 29.6 at the leader (H100, one run). Under `automatic` a batch in more
-/// waves than its K allows (kMultiWaveClusterMaxWaves), or a K = 1 batch that
-/// argmax_batch_takes_every_sm names, takes the two-launch form instead; forced split_k keeps the cluster, so that a row's bits never
-/// depend on its batch.
+/// waves than its K allows (max_cluster_waves), or a K = 1 batch that argmax_batch_takes_every_sm
+/// names, takes no clusters; forced split_k keeps them, so that a row's bits never depend on its
+/// batch.
 ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32_t k, const DeviceInfo& device,
                                  SplitSizing sizing) {
   const bool per_batch = sizing == SplitSizing::per_batch;
@@ -611,10 +619,8 @@ ClusterTopkPlan cluster_plan_for(int64_t rows, int64_t vocab, DType dtype, int32
   ClusterTopkPlan plan = cluster_size_for(rows, vocab, dtype, k, limits, sizing);
   if (plan.ctas == 0) return kNoPlan;
   const bool one_wave = rows <= limits.resident[plan.ctas];
-  if (k > 1 && per_batch) {
-    const int64_t max_waves = k > kOneWaveClusterMaxK && k <= kMultiWaveClusterMaxK ? kMultiWaveClusterMaxWaves : 1;
-    if (rows > max_waves * limits.resident[plan.ctas]) return kNoPlan;
-  }
+  // A size the probe refused (none resident) never runs under `automatic`, in any number of waves.
+  if (per_batch && rows > max_cluster_waves(k) * limits.resident_for(k)[plan.ctas]) return kNoPlan;
   // Two K = 1 CTAs fit an SM, and the clusters of a small batch then share SMs: held one CTA an
   // SM, a batch that still runs in one wave streams over twice the SMs (4 rows of 32000-256000
   // 1.10-1.22x, 8 of 32000 1.21x; 1, 2 and 16-64 rows 0.99-1.02x; H200, one run). The bits do

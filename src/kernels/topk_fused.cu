@@ -179,8 +179,8 @@ __global__ void __launch_bounds__(kFusedThreads, kFusedBlocksPerSm)
 ///   cost fp32 and bf16 3-9% at K = 256 on rows of two vectors a thread (2048 x 4000 f32 64.9 ->
 ///   67.1 us), so all three keep the stream's loops.
 template <typename T>
-bool rows_take_slotted_seeds(const TopkProblem& problem) {
-  return problem.k > 64 && problem.vocab * int64_t{sizeof(T)} <= kSlottedSeedsMaxRowBytes;
+bool rows_take_slotted_seeds(int64_t vocab, int32_t k) {
+  return k > 64 && vocab * int64_t{sizeof(T)} <= kSlottedSeedsMaxRowBytes;
 }
 
 /// Whether the rows take vector maxima (topk_fused_vector_maxima_kernel) rather than the fused
@@ -194,16 +194,21 @@ bool rows_take_slotted_seeds(const TopkProblem& problem) {
 /// vectors are dealt evenly to the threads (one round of loads, not a thread's own up to three):
 /// 256 x 32000 fp32 K=1024 25.31 -> 24.04 us, 16-bit K = 256 and 1024 1.03-1.10x.
 template <typename T>
-bool rows_take_vector_maxima(const TopkProblem& problem) {
-  return problem.k > 64 && problem.vocab * int64_t{sizeof(T)} > kSlottedSeedsMaxRowBytes &&
-         problem.vocab <= kVectorMaximaMaxVectors * kVectorWidth<T>;
+bool rows_take_vector_maxima(int64_t vocab, int32_t k) {
+  return k > 64 && vocab * int64_t{sizeof(T)} > kSlottedSeedsMaxRowBytes &&
+         vocab <= kVectorMaximaMaxVectors * kVectorWidth<T>;
 }
 
 }  // namespace
 
 bool topk_fused_reads_row_once(int64_t vocab, DType dtype, int32_t k) {
   if (k == 1 || takes_spans(vocab, k) || topk_sorted_row_fits(vocab, k)) return true;
-  return k > kMaxSpanTopK && vocab * static_cast<int64_t>(dtype_size(dtype)) <= kVectorMaximaMaxVectors * 16;
+  bool one_read = false;
+  with_input_type(dtype, [&](auto in) {
+    using T = typename decltype(in)::type;
+    one_read = rows_take_slotted_seeds<T>(vocab, k) || rows_take_vector_maxima<T>(vocab, k);
+  });
+  return one_read;
 }
 
 void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, const LaunchContext& launch,
@@ -232,12 +237,12 @@ void launch_topk_fused(const TopkProblem& problem, const DeviceInfo& device, con
                                      dim3(static_cast<unsigned>(problem.rows)), block_launch, device, problem);
       return;
     }
-    if (rows_take_slotted_seeds<T>(problem)) {
+    if (rows_take_slotted_seeds<T>(problem.vocab, problem.k)) {
       launch_with_dynamic_shared(kCandidateBytes, topk_fused_slotted_kernel<T>,
                                  dim3(static_cast<unsigned>(problem.rows)), block_launch, problem);
       return;
     }
-    if (rows_take_vector_maxima<T>(problem)) {
+    if (rows_take_vector_maxima<T>(problem.vocab, problem.k)) {
       launch_with_stream_stage_after(kCandidateBytes, topk_fused_vector_maxima_kernel<T>,
                                      dim3(static_cast<unsigned>(problem.rows)), block_launch, device, problem);
       return;

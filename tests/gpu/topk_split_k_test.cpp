@@ -240,14 +240,18 @@ std::vector<TopkCase> batch_cases() {
     p.stride = dt == DType::f32 ? 2048 : 4096;
     add(out, dt, kV1M, 4, 50, Dist::adversarial_stride, p);
   }
-  for (int64_t rows : {17, 24}) add(out, DType::f32, 500000, rows, 512, Dist::llm_like);
+  // Past K = 256, auto's two launches cut a batch's rows into fewer, longer chunks than forced
+  // split_k's (up to SMs / 8 rows of 768 KB or more: dispatch.cpp).
+  for (int64_t rows : {12, 16}) add(out, DType::f32, 500000, rows, 512, Dist::llm_like);
   for (int64_t V : {73000, 128256, 131072})
     for (int64_t rows : {8, 16})
       for (int32_t k : {1, 50, 256}) add(out, DType::f32, V, rows, k, Dist::llm_like);
   for (int32_t k : {1, 50}) add(out, DType::bf16, 128256, 8, k, Dist::normal);
   // K = 1 clusters held one CTA an SM while the batch fits one wave so (7 rows of 16 CTAs on an
-  // H200; the input cases' 3 rows of 151936 too), and 8 rows that do not.
-  for (int64_t rows : {5, 7}) add(out, DType::f32, 256000, rows, 1, Dist::llm_like);
+  // H200; the input cases' 3 rows of 151936 too), and 8 rows that do not; under auto only up to
+  // 4 MiB of logits (5 and 7 rows of 128256), past it two launches (of 256000: topk_cluster.cu).
+  for (int64_t V : {128256, 256000})
+    for (int64_t rows : {5, 7}) add(out, DType::f32, V, rows, 1, Dist::llm_like);
   add(out, DType::bf16, 201088, 6, 1, Dist::nan_row);
   for (int64_t V : {200003, 256000})
     for (int64_t rows : {8, 16})
@@ -260,8 +264,9 @@ std::vector<TopkCase> batch_cases() {
   strided.layout = Layout{200003 + 5, 3};
   add(out, DType::f32, 200003, 12, 50, Dist::llm_like, {}, strided);
   add(out, DType::f32, 256000, 32, 50, Dist::llm_like);
-  // K = 1024 past one wave of clusters: forced split_k's leader sorts ~1500-1800 candidates,
-  // auto takes two launches (32 rows of 256000; 8 of 128256 in 16-CTA clusters under split_k).
+  // K = 1024 past one wave of clusters: forced split_k's leader sorts ~1500-1800 candidates, auto
+  // takes a block per row (32 rows of 256000, 1 MB a row past SMs / 8 rows; 8 of 128256 in 16-CTA
+  // clusters under split_k).
   add(out, DType::f32, 256000, 32, 1024, Dist::llm_like);
   add(out, DType::bf16, 128256, 8, 1024, Dist::llm_like);
   for (Dist d : kAllDists) {
@@ -367,9 +372,9 @@ std::vector<TopkCase> huge_cases() {
 // sorts ~2048), NaN rows on a misaligned base, +inf, a 16-CTA LLM-like bf16 row, K = 1024 over
 // 16 CTAs on a misaligned base (~1500 candidates in every CTA's runs) and on an ascending bf16
 // row (the candidates in the last CTAs), 8 rows of 128256 at K = 1024 (two waves of 16-CTA
-// clusters on an H100 / H200: the leader sorts ~1500 keys), 16 rows of 128256 and 19 of 256000 on a misaligned base
-// (8 CTAs a row on an H200, ~128 KB a CTA in shared memory) through `automatic` in narrower
-// clusters (on a device holding fewer than 16 clusters of 16), the K = 1 kernel on a masked
+// clusters on an H100 / H200: the leader sorts ~1500 keys), 16 rows of 128256 (6 CTAs a row on
+// an H200) and 15 of 256000 on a misaligned base (8 CTAs a row, 125 KB a CTA in shared memory)
+// through `automatic` in narrower clusters (on a device holding fewer than 16 clusters of 16), the K = 1 kernel on a masked
 // row and on +inf at a misaligned base, and `automatic` past SMs / 8 rows: 64 rows of 50257 f32
 // in one wave of 2-CTA clusters holding their chunks in shared memory (K = 256 sorted by the
 // leader, a misaligned base; K = 1024 ranked across both CTAs), and 40 rows of 50257 f32 at K = 1
@@ -406,7 +411,7 @@ std::vector<TopkCase> sanitize_cases() {
   one(TopkImpl::split_k, DType::f32, (int64_t{1} << 22) + 3, 1, 1, Dist::pm_inf, Layout{0, 1});
   one(TopkImpl::split_k, DType::bf16, kV1M, 3, 1, Dist::nan_row, Layout{0, 1});
   one(TopkImpl::automatic, DType::f32, 256000, 1, 1, Dist::masked_rows, Layout{0, 1});
-  one(TopkImpl::automatic, DType::f32, 256000, 19, 50, Dist::llm_like, Layout{0, 1});
+  one(TopkImpl::automatic, DType::f32, 256000, 15, 50, Dist::llm_like, Layout{0, 1});
   one(TopkImpl::split_k, DType::f32, 128256, 2, 1024, Dist::llm_like, Layout{0, 1});
   one(TopkImpl::split_k, DType::bf16, 151936, 1, 1024, Dist::ascending, {});
   one(TopkImpl::split_k, DType::f32, 128256, 8, 1024, Dist::llm_like, {});
