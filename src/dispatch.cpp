@@ -54,7 +54,9 @@ SoftmaxAlgorithm choose_softmax_algorithm(int64_t rows, int64_t vocab, DType dty
 // launches (no cluster for the row) longer rows still: two_launch_max_rows.
 namespace {
 
-bool split_k_row_pays(int64_t vocab, DType dtype) { return vocab * static_cast<int64_t>(dtype_size(dtype)) >= 64000; }
+bool split_k_row_pays(int64_t vocab, DType dtype) {
+  return vocab * static_cast<int64_t>(dtype_size(dtype)) >= 64000;
+}
 
 /// Past SMs / 8 rows, a batch that takes clusters runs them rather than a block per row where the
 /// clusters are wide, or where they run in one wave and the block would take the fused core
@@ -113,8 +115,9 @@ int64_t max_split_k_topk_rows(int64_t vocab, DType dtype, int32_t k, const Devic
 
 // Split-k in clusters where its batch takes them (topk_cluster_batch: its waves by K, its bytes at
 // K = 1), up to SMs / 8 rows always (1.09-2.65x over a block per row at 16 rows, H100; at 8 rows
-// 1.0-2.3x, H200, 2026-12-02), past it where clusters_beat_blocks; else split-k's two launches up
-// to two_launch_max_rows, else a block per row. Before 2026-12-02 (bench/RESULTS.md, "Top-k
+// 0.99-2.39x over the better of a block per row and two launches, H200, 2026-12-02), past it where
+// clusters_beat_blocks; else split-k's two launches up to two_launch_max_rows, else a block per
+// row. Before 2026-12-02 (bench/RESULTS.md, "Top-k
 // dispatch"), clusters took every batch in one wave and K = 1 in up to three, and the two launches
 // up to SMs / 4 rows (fp32, or 16-bit rows one cluster holds in two waves): in the run that
 // replaced it, 128 x 32000 K = 1024 took 25.78 us in 1-CTA clusters against 14.85 for a block per

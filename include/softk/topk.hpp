@@ -30,8 +30,8 @@ namespace softk {
 ///                  agreeing on a threshold through distributed shared memory (no workspace;
 ///                  under `automatic`, at 1 < K <= 64 and K > 256 only in a batch the clusters
 ///                  take in one wave, at 64 < K <= 256 in up to two, at K = 1 in up to three
-///                  and a batch of up to 4 MiB; past SMs / 8 rows, only in clusters of 4 CTAs or more, or in one
-///                  wave where a block per row would not read its row once).
+///                  and a batch of up to 4 MiB; past SMs / 8 rows, only in clusters of 4 CTAs
+///                  or more, or in one wave where a block per row would not read its row once).
 ///                  Otherwise a chunk writes its (m, d) and a list of keys holding its local
 ///                  top-K to the workspace, and a second launch merges them.
 ///                  K <= kMaxFastTopK.

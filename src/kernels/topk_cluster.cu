@@ -133,8 +133,9 @@ constexpr int64_t kArgmaxClusterMaxWaves = 3;
 /// A cluster runs on one GPC, whose share of the memory system bounds how fast it streams a row:
 /// under `automatic`, a lone row of K = 1 longer than kClusterArgmaxMaxRowBytes, or a batch of
 /// more than kClusterArgmaxMaxBatchBytes, leaves the clusters to split-k's two launches, whose
-/// chunks stream over every SM, or to a block per row (dispatch.cpp). One row: 1 x 256000 f32 5.30 -> 4.84 us, 1 x 201088 f32 4.92 -> 4.78; but 1
-/// x 151936 f32 4.41 -> 4.62, and bf16 0.84-0.94x up to 256000 tokens (H200, one run). Batches
+/// chunks stream over every SM, or to a block per row (dispatch.cpp). One row: 1 x 256000 f32 5.30
+/// -> 4.84 us, 1 x 201088 f32 4.92 -> 4.78; but 1 x 151936 f32 4.41 -> 4.62, and bf16 0.84-0.94x up
+/// to 256000 tokens (H200, one run). Batches
 /// (H200, one run, 2026-12-02 15:18, auto with the choice forced): past 4 MiB 1.03-1.75x (8 x
 /// 201088 f32 6.58 -> 6.23 us, 16 x 151936 bf16 7.27 -> 6.26, 32 x 256000 f32 16.88 -> 12.32, 64 x
 /// 256000 bf16 22.90 -> 13.10, where the clusters took up to three waves), 8 x 151936 f32 (4.6 MiB)

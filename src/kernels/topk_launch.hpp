@@ -83,8 +83,9 @@ void launch_topk_split_k(const TopkProblem& problem, const DeviceInfo& device, v
 /// `waves` waves of them; both 0 where it takes the two launches instead. A row takes a cluster
 /// where it fits the cluster's registers on this device (sm_90+), and, under per_batch sizing,
 /// where the batch then runs in as many waves as its K allows (one; two at 64 < K <= 256, three at
-/// K = 1) and, at K = 1, holds at most 4 MiB of logits (a lone row at most 768 KB). Waves are counted as the
-/// kernel that K takes is resident (the K = 1 kernel holds twice the clusters at once).
+/// K = 1) and, at K = 1, holds at most 4 MiB of logits (a lone row at most 768 KB). Waves are
+/// counted as the kernel that K takes is resident (the K = 1 kernel holds twice the clusters at
+/// once).
 struct TopkClusterBatch {
   int ctas;
   int64_t waves;

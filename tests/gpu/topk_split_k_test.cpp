@@ -374,8 +374,8 @@ std::vector<TopkCase> huge_cases() {
 // row (the candidates in the last CTAs), 8 rows of 128256 at K = 1024 (two waves of 16-CTA
 // clusters on an H100 / H200: the leader sorts ~1500 keys), 16 rows of 128256 (6 CTAs a row on
 // an H200) and 15 of 256000 on a misaligned base (8 CTAs a row, 125 KB a CTA in shared memory)
-// through `automatic` in narrower clusters (on a device holding fewer than 16 clusters of 16), the K = 1 kernel on a masked
-// row and on +inf at a misaligned base, and `automatic` past SMs / 8 rows: 64 rows of 50257 f32
+// through `automatic` in narrower clusters (on a device holding fewer than 16 clusters of 16),
+// the K = 1 kernel on a masked row and on +inf at a misaligned base, and `automatic` past SMs / 8 rows: 64 rows of 50257 f32
 // in one wave of 2-CTA clusters holding their chunks in shared memory (K = 256 sorted by the
 // leader, a misaligned base; K = 1024 ranked across both CTAs), and 40 rows of 50257 f32 at K = 1
 // in two launches. The bounded kernel (1 < K <= 64, cluster_bounded.cuh)
