@@ -25,12 +25,13 @@
 // 0.94-1.04x; every CTA's warp states sent to every CTA by bulk copies, each merging its own,
 // 0.91-0.98x.
 //
-// The bound. CTA r's bound b_r is the q-th largest of its warps' largest keys, q = ceil(K / CTAs):
-// the CTA holds q keys >= b_r (one a warp). So the cluster holds at least q x CTAs >= K keys >=
+// The bound. CTA r's bound b_r is the q-th largest of the keys its warps offer, q = ceil(K / CTAs):
+// each warp's largest key, or past K = 64 the largest keys of four of its threads (one a thread),
+// so the CTA holds q keys >= b_r. So the cluster holds at least q x CTAs >= K keys >=
 // W = min_r b_r, the row's K-th key is >= W, and so is every winner. A CTA whose chunk gives
-// fewer than q warps a key has no bound; where the others then vouch for fewer than K keys, W is
+// fewer than q keys to offer has no bound; where the others then vouch for fewer than K keys, W is
 // the empty key and every key passes. On logits W passes ~3 K keys (simulated, 128256 tokens in
-// 16 CTAs, K = 50: ~145, at most ~25 in one CTA).
+// 16 CTAs, K = 50: ~145, at most ~25 in one CTA; K = 256: ~390, at most ~50).
 //
 // Exactness does not rest on that count: a CTA with more keys >= W than its region holds (flat or
 // tied rows, winners crowded into one chunk) selects its own top K (block_radix_select), which
@@ -57,11 +58,18 @@ namespace softk::kernels {
 
 namespace cg = cooperative_groups;
 
-/// The largest K that takes the bound: W passes ~3 K keys, and past it a CTA's region would hold
-/// more than kBoundedRegionKeys.
-constexpr int32_t kBoundedMaxK = 64;
-/// Keys a CTA shares without selecting its own top K first.
-constexpr unsigned kBoundedRegionKeys = 64;
+/// The largest K that takes the bound (cluster_plan_for also asks for few enough rows and CTAs).
+constexpr int32_t kBoundedMaxK = 256;
+/// Up to this K a CTA vouches from its warps' largest keys (bound_warp_depth).
+constexpr unsigned kBoundedShallowMaxK = 64;
+/// Past kBoundedShallowMaxK, each warp offers its threads' kBoundedWarpDepth largest keys: with
+/// one a warp, W is the least of a CTA's 16 warps' largest keys at K = 256 and passes ~1,500 keys
+/// (simulated, 1 x 128256 in 16 CTAs), with two ~435, with four ~390, as many as every thread's
+/// maximum would give (V 32000-256000, llm and normal logits).
+constexpr unsigned kBoundedWarpDepth = 4;
+/// The keys a CTA's region holds: its own top K where it meets more keys >= W than
+/// region_capacity.
+constexpr unsigned kBoundedRegionKeys = 256;
 static_assert(kBoundedRegionKeys >= static_cast<unsigned>(kBoundedMaxK), "a CTA's own top K fits its region");
 
 /// What a CTA mails every other CTA once its warps have folded their elements.
@@ -80,7 +88,7 @@ struct RowBound {
 struct BoundedShared {
   /// The warp states by CTA: this CTA's own from its fold, and in the leader every other CTA's, mailed.
   alignas(16) SoftmaxState warp_states[kLargeCluster][kClusterWarps];
-  TopkKey warp_best[kClusterWarps];
+  TopkKey warp_best[kClusterWarps * kBoundedWarpDepth];  ///< warp w's bound_warp_depth keys from w x depth on
   /// By CTA: every other CTA's, mailed. This CTA's own slot stays unwritten: warp 0 keeps its own
   /// bound in registers (publish_row_bound).
   CtaBound bounds[kLargeCluster];
@@ -88,7 +96,7 @@ struct BoundedShared {
   ClusterMailbox bounds_mail;      ///< the other CTAs' bounds: one arrival, the owner's expect
   ClusterMailbox states_mail;      ///< in the leader, the other CTAs' warp states: one arrival, its expect
   ClusterMailbox mail;             ///< one arrival from every other CTA, counting its region's keys and their count
-  unsigned appended;    ///< keys >= W this CTA met (past kBoundedRegionKeys, only the first are kept)
+  unsigned appended;    ///< keys >= W this CTA met (past region_capacity, only the first are kept)
   unsigned selected;    ///< the CTA's own top K, where it met too many
   unsigned region_counts[kLargeCluster];  ///< the keys in each CTA's region
   alignas(8) SoftmaxState row_state;     ///< the row's (m, d): merged by the leader's warp 1, mailed to the others
@@ -102,8 +110,21 @@ constexpr std::size_t kBoundedSharedBytes =
     (sizeof(BoundedShared) + kDynamicSharedAlignment - 1) / kDynamicSharedAlignment * kDynamicSharedAlignment;
 
 /// q: the keys a CTA's bound vouches for. cluster_plan_for gives this form only K and CTAs with
-/// q <= kClusterWarps.
+/// q <= kClusterWarps x bound_warp_depth(K).
 __host__ __device__ constexpr unsigned bound_depth(unsigned k, unsigned ctas) { return (k + ctas - 1) / ctas; }
+
+/// The keys a warp offers a CTA's bound: its largest up to kBoundedShallowMaxK (the one round of
+/// K <= 64, as measured there), else its threads' kBoundedWarpDepth largest.
+__host__ __device__ constexpr unsigned bound_warp_depth(unsigned k) {
+  return k <= kBoundedShallowMaxK ? 1u : kBoundedWarpDepth;
+}
+
+/// The most keys >= W a CTA shares as they are: more, and it shares its own top K instead, which
+/// costs a select but bounds what every CTA ranks (flat or tied rows).
+__host__ __device__ constexpr unsigned region_capacity(unsigned k) {
+  constexpr unsigned kFewest = 64;  // K = 50's ~25 keys at most in one CTA on logits, with room
+  return k > kFewest ? k : kFewest;
+}
 
 // The cluster steps exist from sm_90 on; an image built for an older GPU gets an empty kernel,
 // which cluster_limits() never offers (it asks sm90_image_loaded()).
@@ -125,19 +146,38 @@ __device__ __forceinline__ void init_bounded_mail(BoundedShared& s, unsigned cta
   }
 }
 
-/// Warp 0, once its CTA's warp results are visible: b_r and the CTA's NaN flag, to every lane. Lane
-/// w counts the warps' keys above warp w's by broadcast reads (~700-780 cycles by clock64, where
-/// shuffling the keys took ~850).
+/// Warp 0, once its CTA's warp results are visible: b_r, the q-th largest of the kClusterWarps x
+/// kDepth keys its warps offer (each from a thread of its own, so the CTA holds q keys >= it), and
+/// the CTA's NaN flag, to every lane. Lane l counts the offered keys above keys l and l + 32 by
+/// broadcast reads (~700-780 cycles by clock64 at one key a warp, where shuffling the keys took
+/// ~850).
+template <unsigned kDepth>
 __device__ __forceinline__ CtaBound cta_bound(const BoundedShared& s, unsigned q, unsigned rank) {
+  constexpr unsigned kOffered = kClusterWarps * kDepth;
+  constexpr unsigned kPerLane = (kOffered + 31) / 32;
+  static_assert(kPerLane <= 2, "two keys a lane");
   const unsigned lane = threadIdx.x % 32;
-  const TopkKey key = lane < kClusterWarps ? s.warp_best[lane] : kEmptyKey;
-  unsigned above = 0;  // warps with a larger key than this lane's
+  TopkKey key[kPerLane];
+  unsigned above[kPerLane];  // offered keys larger than key[j]
 #pragma unroll
-  for (int w = 0; w < kClusterWarps; ++w) above += s.warp_best[w] > key ? 1u : 0u;
-  // Keys are unique, so one lane's key has exactly q - 1 above it, unless fewer than q warps
-  // hold a key (empty keys tie below them all): then there is no bound.
-  const unsigned at_depth = __ballot_sync(0xffffffffu, key != kEmptyKey && above == q - 1);
-  const TopkKey bound = at_depth != 0 ? s.warp_best[__ffs(at_depth) - 1] : kEmptyKey;
+  for (unsigned j = 0; j < kPerLane; ++j) {
+    key[j] = lane + 32 * j < kOffered ? s.warp_best[lane + 32 * j] : kEmptyKey;
+    above[j] = 0;
+  }
+#pragma unroll 16
+  for (unsigned w = 0; w < kOffered; ++w) {
+    const TopkKey offered = s.warp_best[w];
+#pragma unroll
+    for (unsigned j = 0; j < kPerLane; ++j) above[j] += offered > key[j] ? 1u : 0u;
+  }
+  // Keys are unique, so one offered key has exactly q - 1 above it, unless fewer than q are
+  // real (empty keys tie below them all): then there is no bound.
+  TopkKey bound = kEmptyKey;
+#pragma unroll
+  for (unsigned j = 0; j < kPerLane; ++j) {
+    const unsigned at_depth = __ballot_sync(0xffffffffu, key[j] != kEmptyKey && above[j] == q - 1);
+    if (at_depth != 0) bound = s.warp_best[32 * j + __ffs(at_depth) - 1];
+  }
   const float sum = lane < kClusterWarps ? s.warp_states[rank][lane].sum : 0.0f;
   const unsigned nan = __any_sync(0xffffffffu, sum != sum);
   return {bound, nan, 0};
@@ -148,10 +188,11 @@ __device__ __forceinline__ CtaBound cta_bound(const BoundedShared& s, unsigned q
 /// into s.row_bound for the CTA's other warps. Why mailed: read remotely after a cluster barrier,
 /// the bounds took that barrier (~390 cycles) and a remote round trip on the path every CTA waits
 /// on; and every warp reading them itself sent 512 remote loads at each CTA's one address.
+template <unsigned kDepth>
 __device__ __forceinline__ void publish_row_bound(BoundedShared& s, unsigned k, unsigned q, unsigned ctas,
                                                   unsigned rank) {
   const unsigned lane = threadIdx.x % 32;
-  const CtaBound own = cta_bound(s, q, rank);
+  const CtaBound own = cta_bound<kDepth>(s, q, rank);
   if (lane < ctas && lane != rank) {
     uint4 bits;
     memcpy(&bits, &own, sizeof bits);
@@ -201,11 +242,12 @@ __device__ unsigned fill_region(BoundedShared& s, const Chunk& held, float held_
       if (held_max >= key_threshold(threshold)) held.for_each_key_at_least(threshold, visit);
     };
   };
-  append_keys_at_least(floor, at_least(floor), &s.appended, s.regions[rank], kBoundedRegionKeys);
+  const unsigned capacity = region_capacity(k);
+  append_keys_at_least(floor, at_least(floor), &s.appended, s.regions[rank], capacity);
   fence_shared_for_bulk_copy();  // the region goes out by share_region's bulk copies
   __syncthreads();
   const unsigned appended = s.appended;
-  if (appended <= kBoundedRegionKeys) return appended;
+  if (appended <= capacity) return appended;
   const TopkKey own_kth = block_radix_select<kClusterThreads>(k, at_least(floor), s.select);
   append_keys_at_least(own_kth, at_least(own_kth), &s.selected, s.regions[rank], kBoundedRegionKeys);
   fence_shared_for_bulk_copy();

@@ -32,7 +32,7 @@
 //     below K; a last barrier keeps each CTA's run until every CTA has copied it
 //     (finish_across_cluster). One CTA sorting ~1100 keys at K = 1024 was the long pole of the
 //     leader's form (the reason it stopped at K = 256 before); a CTA's share is ~1/16 of them.
-// Small batches at 1 < K <= 64 (kBoundedMaxBatchTokens) skip steps 2-4's agreement instead:
+// Small batches at 1 < K <= 256 (kBoundedMaxBatchTokens) skip steps 2-4's agreement instead:
 // each CTA mails every other CTA a lower bound of the row's K-th key from its warps' largest keys
 // and then its keys above the cluster's bound, and each writes those of its own that rank below K
 // (cluster_bounded.cuh); its one cluster barrier before the exit's is arrived at before the chunk
@@ -174,9 +174,10 @@ __device__ __forceinline__ EnteredCta<T, kVectors> enter_row_cluster(const TopkP
 }
 
 /// Step 1 without counts (the K = 1 and the bounded kernels): folds the CTA's chunk into (m, d)
-/// and its largest key a warp, stored at warp_states and warp_best (this CTA's, kClusterWarps
-/// each) for a barrier to publish. Returns the thread's largest value.
-template <typename Chunk>
+/// and the kDepth largest of its threads' largest keys a warp, stored at warp_states and
+/// warp_best (this CTA's: kClusterWarps states, warp w's keys at w x kDepth on, descending) for a
+/// barrier to publish. Returns the thread's largest value.
+template <unsigned kDepth = 1, typename Chunk>
 __device__ __forceinline__ float fold_largest_a_warp(const Chunk& held, float k_exp, SoftmaxState* warp_states,
                                                      TopkKey* warp_best) {
   SoftmaxState state = empty_state();
@@ -186,10 +187,16 @@ __device__ __forceinline__ float fold_largest_a_warp(const Chunk& held, float k_
     argmax.offer(group, held.segment.first_index);
   });
   state = warp_reduce(state, k_exp);
-  const TopkKey best = warp_max(argmax.best);
-  if (threadIdx.x % 32 == 0) {
-    warp_states[threadIdx.x / 32] = state;
-    warp_best[threadIdx.x / 32] = best;
+  const unsigned warp = threadIdx.x / 32;
+  if (threadIdx.x % 32 == 0) warp_states[warp] = state;
+  // Keys are unique, so each round's largest leaves from one lane (empty keys, which tie, only
+  // once none is left).
+  TopkKey remaining = argmax.best;
+#pragma unroll
+  for (unsigned d = 0; d < kDepth; ++d) {
+    const TopkKey best = warp_max(remaining);
+    if (threadIdx.x % 32 == 0) warp_best[warp * kDepth + d] = best;
+    if (remaining == best) remaining = kEmptyKey;
   }
   return argmax.best_value;
 }
@@ -303,12 +310,14 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
 }
 
 /// 1 < K <= kBoundedMaxK, the chunk in registers (cluster_bounded.cuh): step 1 as K = 1 takes it
-/// (no counts, a largest key a warp), each CTA's bound mailed to every other CTA, then every CTA's
+/// (no counts; a largest key a warp, or past K = 64 four), each CTA's bound mailed to every other CTA, then every CTA's
 /// keys at or above the row's bound likewise, and each CTA writes those of its own keys that rank
 /// below K. Its one cluster barrier before the exit's readies the mailboxes, arrived at before the
 /// chunk lands: mailed instead of read after a barrier, the bounds took K = 50 at batches of up
-/// to 256000 tokens 0.98-1.06x, geomean ~1.02 (H100, 2026-11-24).
-template <typename T, int kVectors>
+/// to 256000 tokens 0.98-1.06x, geomean ~1.02 (H100, 2026-11-24). kDepth: bound_warp_depth(K),
+/// a parameter so that K <= 64 builds the code it measured (one kernel for both cost K = 50
+/// 0.97-0.99x at batch 1, the parameter 0.98-1.00x: H200, 2026-12-02).
+template <typename T, int kVectors, unsigned kDepth>
 __global__ void __launch_bounds__(kClusterThreads, 1)
     topk_cluster_bounded_kernel(TopkProblem problem, ClusterTopkPlan plan) {
 #if __CUDA_ARCH__ >= 900
@@ -327,13 +336,13 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   cluster_arrive_relaxed();
   held.land();
 
-  const float held_max = fold_largest_a_warp(held, problem.k_exp, s.warp_states[cta.rank], s.warp_best);
+  const float held_max = fold_largest_a_warp<kDepth>(held, problem.k_exp, s.warp_states[cta.rank], s.warp_best);
   // The other CTAs' warp states go to the leader by bulk copy; the leader's own are read in place.
   if (!cta.leader && threadIdx.x % 32 == 0) fence_shared_for_bulk_copy();
   __syncthreads();  // every warp's results, and the counters zeroed
   cluster_wait();   // every mailbox ready
   if (threadIdx.x < 32) {
-    publish_row_bound(s, k, q, ctas, cta.rank);
+    publish_row_bound<kDepth>(s, k, q, ctas, cta.rank);
   } else if (threadIdx.x < 64) {
     // The row's (m, d), merged by the leader while warp 0 waits for the bounds and mailed to
     // every CTA, which each write their own winners. (Merged by every CTA from remote reads, the
@@ -399,7 +408,8 @@ constexpr int64_t kBoundedMaxBatchTokens = 262144;
 /// warps a CTA to vouch for its keys.
 bool takes_bound(const ClusterTopkPlan& plan, int32_t k, int64_t rows, int64_t vocab) {
   return k > 1 && k <= kBoundedMaxK && plan.ctas >= 2 && plan.held_vectors != kHeldInShared &&
-         bound_depth(static_cast<unsigned>(k), static_cast<unsigned>(plan.ctas)) <= static_cast<unsigned>(kClusterWarps) &&
+         bound_depth(static_cast<unsigned>(k), static_cast<unsigned>(plan.ctas)) <=
+             kClusterWarps * bound_warp_depth(static_cast<unsigned>(k)) &&
          rows * vocab <= kBoundedMaxBatchTokens;
 }
 
@@ -421,7 +431,8 @@ void for_each_cluster_kernel(F&& f) {
         f(topk_cluster_kernel<T, decltype(vectors)::value, false>, ClusterKernel::registers);
         f(topk_cluster_kernel<T, decltype(vectors)::value, true>, ClusterKernel::registers);
         f(topk_cluster_argmax_kernel<T, decltype(vectors)::value>, ClusterKernel::argmax);
-        f(topk_cluster_bounded_kernel<T, decltype(vectors)::value>, ClusterKernel::bounded);
+        f(topk_cluster_bounded_kernel<T, decltype(vectors)::value, 1>, ClusterKernel::bounded);
+        f(topk_cluster_bounded_kernel<T, decltype(vectors)::value, kBoundedWarpDepth>, ClusterKernel::bounded);
       };
       in_registers(std::integral_constant<int, 2>{});
       in_registers(std::integral_constant<int, 4>{});
@@ -661,8 +672,10 @@ void launch_topk_cluster(const TopkProblem& problem, const DeviceInfo& device, c
           cluster(topk_cluster_kernel<T, kVectors, false>, problem, run);  // K > 1: cluster_plan_for
         else if (problem.k == 1)
           cluster(topk_cluster_argmax_kernel<T, kVectors>, problem, run);
+        else if (plan.bounded && bound_warp_depth(static_cast<unsigned>(problem.k)) == 1)
+          cluster(topk_cluster_bounded_kernel<T, kVectors, 1>, problem, run);
         else if (plan.bounded)
-          cluster(topk_cluster_bounded_kernel<T, kVectors>, problem, run);
+          cluster(topk_cluster_bounded_kernel<T, kVectors, kBoundedWarpDepth>, problem, run);
         else
           cluster(topk_cluster_kernel<T, kVectors, false>, problem, run);
       });

@@ -16,7 +16,7 @@
 //                        f32 llm_like and bf16 normal; two rows of crowded tied winners, which
 //                        overflow a span chunk's gather), and the merge's bin of the K-th key
 //                        overflowing (heavy tails, ties)
-//   Sanitize/TopkSplitK  35 small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
+//   Sanitize/TopkSplitK  38 small cases for compute-sanitizer (scripts/gpu-check: '*Sanitize*'),
 //                        through both forms (one cluster a row, two launches)
 // plus TopkSplitKWorkspace (too-small / null workspace), TopkSplitKDispatch (auto keeps room
 // for split-k when a single row is long) and TopkSplitKGridRuns (batches launched in runs of
@@ -415,7 +415,12 @@ std::vector<TopkCase> sanitize_cases() {
   one(TopkImpl::split_k, DType::f32, 128256, 2, 1024, Dist::llm_like, Layout{0, 1});
   one(TopkImpl::split_k, DType::bf16, 151936, 1, 1024, Dist::ascending, {});
   one(TopkImpl::split_k, DType::f32, 128256, 8, 1024, Dist::llm_like, {});
-  one(TopkImpl::split_k, DType::f32, 32000, 4, 256, Dist::llm_like, {});  // ranked across the cluster
+  one(TopkImpl::split_k, DType::f32, 32000, 9, 256, Dist::llm_like, {});  // ranked across the cluster
+  // The bound at K > 64 (four keys a warp): on logits, and with every winner in one CTA's chunk,
+  // which shares its own top K.
+  one(TopkImpl::automatic, DType::f32, 128256, 1, 256, Dist::llm_like, Layout{0, 1});
+  one(TopkImpl::automatic, DType::f32, 128256, 1, 256, Dist::adversarial_stride, {});
+  one(TopkImpl::automatic, DType::bf16, 50257, 2, 100, Dist::constant, {});
   one(TopkImpl::automatic, DType::f32, 50257, 64, 256, Dist::llm_like, Layout{0, 1});
   one(TopkImpl::automatic, DType::f32, 50257, 64, 1024, Dist::llm_like, {});
   one(TopkImpl::automatic, DType::f32, 50257, 40, 1, Dist::nan_row, Layout{0, 1});
