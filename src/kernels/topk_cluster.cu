@@ -310,8 +310,8 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
 }
 
 /// 1 < K <= kBoundedMaxK, the chunk in registers (cluster_bounded.cuh): step 1 as K = 1 takes it
-/// (no counts; a largest key a warp, or past K = 64 four), each CTA's bound mailed to every other CTA, then every CTA's
-/// keys at or above the row's bound likewise, and each CTA writes those of its own keys that rank
+/// (no counts; a largest key a warp, or past K = 64 four), each CTA's bound mailed to every other
+/// CTA, then every CTA's keys at or above the row's bound likewise, and each CTA writes those of its own keys that rank
 /// below K. Its one cluster barrier before the exit's readies the mailboxes, arrived at before the
 /// chunk lands: mailed instead of read after a barrier, the bounds took K = 50 at batches of up
 /// to 256000 tokens 0.98-1.06x, geomean ~1.02 (H100, 2026-11-24). kDepth: bound_warp_depth(K),
@@ -404,8 +404,8 @@ enum class ClusterKernel {
 constexpr int64_t kBoundedMaxBatchTokens = 262144;
 
 /// Whether a batch of `rows` rows of `vocab` tokens in `plan` runs K = k in the bounded kernel: a
-/// bound needs two CTAs or more (the regions go by mail to the other CTAs) and q <= kClusterWarps
-/// warps a CTA to vouch for its keys.
+/// bound needs two CTAs or more (the regions go by mail to the other CTAs) and q <= kClusterWarps x
+/// bound_warp_depth(K) offered keys a CTA to vouch for its keys.
 bool takes_bound(const ClusterTopkPlan& plan, int32_t k, int64_t rows, int64_t vocab) {
   return k > 1 && k <= kBoundedMaxK && plan.ctas >= 2 && plan.held_vectors != kHeldInShared &&
          bound_depth(static_cast<unsigned>(k), static_cast<unsigned>(plan.ctas)) <=
